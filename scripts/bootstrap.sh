@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates ./.venv (once) and installs corrgrpo with every extra that installs on a CPU machine.
+# torch is installed first, pinned, so nothing pulls a CUDA build.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+py="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv
+fi
+stamp=.venv/.corrgrpo-installed
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "[bootstrap] installing into $root/.venv (first run takes a few minutes)" >&2
+  .venv/bin/python -m pip install -q --upgrade pip >&2
+  .venv/bin/python -m pip install -q "torch==2.13.0" >&2
+  .venv/bin/python -m pip install -q -e ".[all]" >&2
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,3 @@
+from corrgrpo.cli import main
+
+raise SystemExit(main())
