@@ -1,0 +1,113 @@
+"""``compute_advantages``: the front door that validates input and dispatches by name."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from corrgrpo.estimators.groups import Groups
+from corrgrpo.estimators.registry import check_options, get_estimator
+
+
+def compute_advantages(
+    rewards: Tensor,
+    estimator: str = "corr_grpo",
+    *,
+    group_index: Tensor | Sequence[Hashable] | None = None,
+    weights: Tensor | Sequence[float] | None = None,
+    eps: float | None = None,
+    ddof: int = 1,
+    stats: dict[str, Any] | None = None,
+    check_finite: bool = True,
+    **options: Any,
+) -> Tensor:
+    """Advantages of multi-component rewards with the estimator registered as ``estimator``.
+
+    Args:
+        rewards: dense ``(B, G, K)`` (B groups of G samples, K components) or flat ``(N, K)``
+            with ``group_index``. NaN means "not applicable" for that component (TRL's None).
+        estimator: a name from :func:`list_estimators` (default ``"corr_grpo"``).
+        group_index: ``(N,)`` group id per sample for flat input: an integer tensor or any
+            sequence of hashable ids (e.g. verl's uid strings). Groups may be ragged and
+            non-contiguous.
+        weights: ``(K,)`` reward weights (default all 1).
+        eps: the estimator's stabilizer (``None`` = its documented default).
+        ddof: divisor n - ddof for every sample statistic (default 1).
+        stats: optional dict the estimator fills with diagnostic tensors (e.g.
+            ``singleton_groups``, ``guard_triggers``, per-group ``q``).
+        check_finite: reject +-inf rewards with an error naming the sample and component.
+            This check is the only host synchronisation; pass False to skip it on GPU.
+        **options: estimator-specific options (see each estimator's docstring).
+
+    Returns:
+        ``(B, G)`` for dense input or ``(N,)`` for flat input, same dtype and device.
+    """
+    name = estimator
+    fn = get_estimator(name)
+    check_options(name, options)
+    if not isinstance(rewards, Tensor):
+        raise TypeError(f"rewards must be a torch.Tensor, got {type(rewards).__name__}")
+    if not rewards.dtype.is_floating_point:
+        raise TypeError(f"rewards must have a floating dtype, got {rewards.dtype}")
+    if not isinstance(ddof, int) or ddof < 0:
+        raise ValueError(f"ddof must be a non-negative int, got {ddof!r}")
+    if rewards.dim() == 3:
+        if group_index is not None:
+            raise ValueError("group_index is only for flat (N, K) rewards; dense (B, G, K) input "
+                             "already defines its groups")
+        b, g, k = rewards.shape
+        if b == 0 or g == 0 or k == 0:
+            raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (B, G, K)")
+        flat = rewards.reshape(b * g, k)
+        groups = Groups.dense(b, g, device=rewards.device)
+        out_shape: tuple[int, ...] = (b, g)
+    elif rewards.dim() == 2:
+        n, k = rewards.shape
+        if n == 0 or k == 0:
+            raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (N, K)")
+        if group_index is None:
+            raise ValueError("flat (N, K) rewards need group_index (N,); or pass dense (B, G, K)")
+        if isinstance(group_index, Tensor) and group_index.dim() != 1:
+            raise ValueError(f"group_index must be 1-D (N,), got shape {tuple(group_index.shape)}")
+        if len(group_index) != n:
+            raise ValueError(
+                f"group_index has length {len(group_index)} but rewards has N={n} rows"
+            )
+        flat = rewards
+        groups = Groups.from_index(group_index, device=rewards.device)
+        out_shape = (n,)
+    else:
+        raise ValueError(
+            "rewards must be dense (B, G, K) or flat (N, K) with group_index; "
+            f"got {rewards.dim()}-D shape {tuple(rewards.shape)}"
+        )
+    if check_finite:
+        _reject_inf(flat)
+    w = _weights(weights, k, rewards.device)
+    adv = fn(flat.to(torch.float64), groups, w, eps=eps, ddof=ddof, stats=stats, **options)
+    return adv.reshape(out_shape).to(rewards.dtype)
+
+
+def _weights(weights: Tensor | Sequence[float] | None, k: int, device: torch.device) -> Tensor:
+    if weights is None:
+        return torch.ones(k, dtype=torch.float64, device=device)
+    w = torch.as_tensor(weights, dtype=torch.float64, device=device)
+    if w.dim() != 1 or w.numel() != k:
+        raise ValueError(f"weights must have shape ({k},) to match K={k} components, got "
+                         f"{tuple(w.shape)}")
+    if not torch.isfinite(w).all():
+        raise ValueError(f"weights must be finite, got {w.tolist()}")
+    return w
+
+
+def _reject_inf(flat: Tensor) -> None:
+    bad = torch.isinf(flat)
+    if bad.any():
+        i, j = (int(v) for v in bad.nonzero()[0])
+        raise ValueError(
+            f"rewards contain inf at sample {i}, component {j} (value {flat[i, j].item()}); "
+            "use NaN for 'not applicable'"
+        )

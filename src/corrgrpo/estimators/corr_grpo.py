@@ -1,0 +1,120 @@
+"""CorrGRPO: GRPO's centred total over a correlation-based denominator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from corrgrpo.estimators.groups import Groups
+from corrgrpo.estimators.registry import register_estimator
+from corrgrpo.estimators.stats import (
+    component_stats,
+    finalize,
+    group_variance,
+    stabilized_root,
+    total_stats,
+)
+
+GUARDS = (None, "floor", "grpo_std", "clip")
+
+
+def correlation_sum(
+    rewards: Tensor,
+    groups: Groups,
+    weights: Tensor,
+    *,
+    ddof: int = 1,
+    corr_weighting: str = "absorbed",
+) -> Tensor:
+    """Q per group slot: sum_j sum_k rho~_jk, in O(N K) as Var_g(sum_k s_k z_k).
+
+    ``corr_weighting="absorbed"`` (the paper): correlations of u_k = w_k r_k, so s_k =
+    sign(w_k) and a zero weight removes the component. ``"weights"``: Q = sum_jk w_j w_k
+    rho~_jk(r), so s_k = w_k. z_k are group z-scores with divisor n - ddof, 0 for
+    zero-variance components (their rows and columns of rho~ are zero, diagonal included).
+    """
+    if corr_weighting == "absorbed":
+        cs = component_stats(rewards * weights, groups, ddof)
+        coef = (weights != 0).to(rewards.dtype)  # z(w r) already carries sign(w)
+    elif corr_weighting == "weights":
+        cs = component_stats(rewards, groups, ddof)
+        coef = weights
+    else:
+        raise ValueError(f"corr_weighting must be 'absorbed' or 'weights', got {corr_weighting!r}")
+    z = cs.standardized(groups) * coef
+    rows = ~torch.isnan(rewards).all(dim=1)
+    return group_variance(z.sum(dim=1), rows, groups, ddof)
+
+
+@register_estimator("corr_grpo")
+def corr_grpo_advantages(
+    rewards: Tensor,
+    groups: Groups,
+    weights: Tensor,
+    *,
+    eps: float | None = None,
+    ddof: int = 1,
+    stats: dict[str, Any] | None = None,
+    stabilizer: str = "inside",
+    corr_weighting: str = "absorbed",
+    normalize: bool = True,
+    guard: str | None = None,
+    guard_q_floor: float = 0.1,
+    guard_max_abs: float = 5.0,
+    grpo_eps: float = 1e-4,
+) -> Tensor:
+    """CorrGRPO (Hu et al., "CorrGRPO: Correlation-Normalized GRPO for Multi-Reward Learning").
+
+    A_i = C_i / den with C_i = R_i - mean_g(R), R_i = sum_k w_k r_ik (GRPO's numerator) and
+    Q = sum_j sum_k rho~_jk(u), the sum of the group's Pearson correlation matrix of the
+    weighted components u_k = w_k r_k with zero-variance rows/columns zeroed;
+    den = sqrt(max(Q, 0) + eps) (``stabilizer="inside"``, the official code, default) or
+    sqrt(max(Q, 0)) + eps (``"outside"``, the paper's formula). ``eps`` defaults to 1e-6.
+    Within a group A_Corr = c_q * A_GRPO with c_q = den_GRPO / den_Corr > 0.
+
+    Conventions: zero variance is max == min over the group's raw values (exact); float64
+    internally; singleton groups and all-constant groups get 0; K = 1 gives Q = 1, i.e. plain
+    mean-centring. ``normalize=False`` returns the numerator only.
+
+    Near-singularity guard (off by default): strongly anti-correlated components of unequal
+    weight drive Q towards 0 while C stays non-zero. ``guard="floor"`` uses max(Q, floor),
+    ``"grpo_std"`` falls back to GRPO's std + ``grpo_eps`` in groups with Q < floor,
+    ``"clip"`` caps |A| at ``guard_max_abs``. The number of guarded groups is written to
+    ``stats["guard_triggers"]``.
+    """
+    if guard not in GUARDS:
+        raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
+    eps = 1e-6 if eps is None else eps
+    tot = total_stats(rewards * weights, groups, ddof)
+    if not normalize:
+        _record(stats, tot, None, None)
+        return finalize(tot.centered, tot, groups)
+    q = correlation_sum(rewards, groups, weights, ddof=ddof, corr_weighting=corr_weighting)
+    den = stabilized_root(q, eps, stabilizer)
+    active = ~tot.singleton & (tot.std > 0)
+    triggered = torch.zeros_like(active)
+    if guard in ("floor", "grpo_std"):
+        triggered = active & (q < guard_q_floor)
+        if guard == "floor":
+            den = torch.where(triggered, stabilized_root(q.clamp(min=guard_q_floor), eps, stabilizer), den)
+        else:
+            den = torch.where(triggered, tot.std + grpo_eps, den)
+    adv = tot.centered / groups.expand(den)
+    if guard == "clip":
+        over = groups.sum((adv.abs() > guard_max_abs).to(adv.dtype)) > 0
+        triggered = active & over
+        adv = adv.clamp(-guard_max_abs, guard_max_abs)
+    _record(stats, tot, q, triggered)
+    return finalize(adv, tot, groups)
+
+
+def _record(stats: dict[str, Any] | None, tot: Any, q: Tensor | None, triggered: Tensor | None) -> None:
+    if stats is None:
+        return
+    stats["singleton_groups"] = (tot.singleton & (tot.count > 0)).sum()
+    if q is not None:
+        stats["q"] = q
+    if triggered is not None:
+        stats["guard_triggers"] = triggered.sum()

@@ -1,0 +1,93 @@
+"""Group bookkeeping shared by every estimator: segment sums over (possibly ragged) groups.
+
+All reductions are ``index_add_`` / ``scatter_reduce`` over a per-sample slot index, so no
+estimator loops over groups in Python and no group count has to be read back to the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Maps each of N samples to a group slot in ``[0, num_slots)``.
+
+    ``num_slots`` is an upper bound on the number of groups (dense input: exactly B; a tensor
+    group index: N, so that relabelling needs no host sync). Unused slots hold no samples and
+    every per-group statistic of theirs is ignored.
+    """
+
+    index: Tensor  # (N,) int64
+    num_slots: int
+
+    @staticmethod
+    def dense(num_groups: int, group_size: int, device: torch.device | str = "cpu") -> Groups:
+        index = torch.arange(num_groups, device=device).repeat_interleave(group_size)
+        return Groups(index=index, num_slots=num_groups)
+
+    @staticmethod
+    def from_index(group_index: Tensor | Sequence[Hashable], device: torch.device | str = "cpu") -> Groups:
+        """Relabel arbitrary group ids (ints, or hashables such as verl's uid strings)."""
+        if isinstance(group_index, Tensor):
+            if group_index.dtype.is_floating_point or group_index.dtype.is_complex:
+                raise TypeError(
+                    f"group_index must hold integer ids, got dtype {group_index.dtype}"
+                )
+            ids = group_index.to(device=device, dtype=torch.int64).reshape(-1)
+            n = ids.numel()
+            sorted_ids, perm = torch.sort(ids, stable=True)
+            starts = torch.ones(n, dtype=torch.int64, device=ids.device)
+            if n > 1:
+                starts[1:] = (sorted_ids[1:] != sorted_ids[:-1]).to(torch.int64)
+            slot_sorted = torch.cumsum(starts, 0) - 1
+            index = torch.empty_like(slot_sorted)
+            index[perm] = slot_sorted
+            return Groups(index=index, num_slots=max(n, 1))
+        labels: dict[Hashable, int] = {}
+        try:
+            slots = [labels.setdefault(_hashable(g), len(labels)) for g in group_index]
+        except TypeError as err:
+            raise TypeError(f"group_index entries must be hashable ids: {err}") from None
+        index = torch.tensor(slots, dtype=torch.int64, device=device)
+        return Groups(index=index, num_slots=max(len(labels), 1))
+
+    @property
+    def num_samples(self) -> int:
+        return self.index.numel()
+
+    # -- reductions ----------------------------------------------------------------------
+    def sum(self, x: Tensor) -> Tensor:
+        """Per-slot sum of ``x`` (N, ...) -> (num_slots, ...)."""
+        out = x.new_zeros((self.num_slots, *x.shape[1:]))
+        return out.index_add_(0, self.index, x)
+
+    def _reduce(self, x: Tensor, op: str, fill: float) -> Tensor:
+        shape = (self.num_slots, *x.shape[1:])
+        idx = self.index.view(-1, *([1] * (x.dim() - 1))).expand_as(x)
+        out = torch.full(shape, fill, dtype=x.dtype, device=x.device)
+        return out.scatter_reduce_(0, idx, x, reduce=op, include_self=True)
+
+    def max(self, x: Tensor) -> Tensor:
+        return self._reduce(x, "amax", float("-inf"))
+
+    def min(self, x: Tensor) -> Tensor:
+        return self._reduce(x, "amin", float("inf"))
+
+    def expand(self, per_slot: Tensor) -> Tensor:
+        """Broadcast a per-slot tensor back to samples."""
+        return per_slot[self.index]
+
+
+def _hashable(value: object) -> Hashable:
+    # numpy scalars / 0-d tensors arrive from batch containers; make them plain.
+    if hasattr(value, "item") and callable(value.item):
+        try:
+            return value.item()  # type: ignore[no-any-return]
+        except (ValueError, RuntimeError):
+            pass
+    return value  # type: ignore[return-value]

@@ -1,0 +1,85 @@
+"""Estimators found by name, so that a config string selects one.
+
+A registered estimator is a pure function ``fn(rewards, groups, weights, *, eps, ddof, stats,
+**options) -> advantages`` on the canonical form: ``rewards`` (N, K) float64 with NaN for
+"not applicable", ``groups`` a :class:`~corrgrpo.estimators.groups.Groups`, ``weights`` (K,)
+float64; it returns (N,) float64. ``stats`` is ``None`` or a dict the estimator may fill with
+tensors (e.g. guard trigger counts) for diagnostics.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from torch import Tensor
+
+EstimatorFn = Callable[..., Tensor]
+
+_REGISTRY: dict[str, EstimatorFn] = {}
+
+# keyword arguments every estimator receives from compute_advantages
+_COMMON = ("eps", "ddof", "stats")
+
+
+def register_estimator(name: str) -> Callable[[EstimatorFn], EstimatorFn]:
+    """Decorator registering ``fn`` under ``name`` (a name already taken raises)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"estimator name must be a non-empty string, got {name!r}")
+
+    def deco(fn: EstimatorFn) -> EstimatorFn:
+        params = inspect.signature(fn).parameters
+        missing = [p for p in _COMMON if p not in params] if not _accepts_kwargs(fn) else []
+        if missing:
+            raise TypeError(
+                f"estimator {name!r} must accept keyword arguments {', '.join(_COMMON)}; "
+                f"missing {', '.join(missing)}"
+            )
+        if name in _REGISTRY and _REGISTRY[name] is not fn:
+            raise ValueError(f"estimator {name!r} is already registered")
+        _REGISTRY[name] = fn
+        return fn
+
+    return deco
+
+
+def get_estimator(name: str) -> EstimatorFn:
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown estimator {name!r}; registered: {', '.join(list_estimators())}"
+        ) from None
+
+
+def list_estimators() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def estimator_options(name: str) -> dict[str, Any]:
+    """Options (beyond the common ones) an estimator accepts, with their defaults."""
+    fn = get_estimator(name)
+    sig = inspect.signature(fn)
+    return {
+        p.name: p.default
+        for p in list(sig.parameters.values())[3:]
+        if p.kind is p.KEYWORD_ONLY and p.name not in _COMMON
+    }
+
+
+def check_options(name: str, options: dict[str, Any]) -> None:
+    fn = get_estimator(name)
+    if _accepts_kwargs(fn):
+        return
+    allowed = estimator_options(name)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"estimator {name!r} does not accept option(s) {', '.join(unknown)}; "
+            f"accepted: {', '.join(allowed) or 'none'}"
+        )
+
+
+def _accepts_kwargs(fn: EstimatorFn) -> bool:
+    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())

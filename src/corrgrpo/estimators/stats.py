@@ -1,0 +1,101 @@
+"""Per-group statistics every estimator is built from (float64, NaN = not applicable).
+
+Conventions (SPEC.md): one divisor ``n - ddof`` throughout (ddof=1 by default), so that
+Var(sum_k u_k) = sum_j sum_k Cov(u_j, u_k) holds exactly; a component is zero-variance in a
+group iff max == min over that group's valid raw values (exact, never a tolerance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from corrgrpo.estimators.groups import Groups
+
+
+@dataclass(frozen=True)
+class ComponentStats:
+    """Per-group moments of each component of an (N, K) matrix."""
+
+    valid: Tensor  # (N, K) bool: not NaN
+    count: Tensor  # (S, K) float64: valid samples per group
+    mean: Tensor  # (S, K)
+    centered: Tensor  # (N, K): value - group mean, 0 where missing
+    var: Tensor  # (S, K): sum of squares / (count - ddof), 0 where undefined
+    zero_variance: Tensor  # (S, K) bool: max == min, or too few samples for a variance
+
+    def standardized(self, groups: Groups) -> Tensor:
+        """z-scores (N, K) with the same divisor; 0 for zero-variance or missing entries."""
+        std = torch.sqrt(torch.where(self.zero_variance, torch.ones_like(self.var), self.var))
+        z = self.centered / groups.expand(std)
+        return torch.where(groups.expand(self.zero_variance) | ~self.valid, 0.0, z)
+
+    def std(self) -> Tensor:
+        return torch.sqrt(self.var)
+
+
+def component_stats(x: Tensor, groups: Groups, ddof: int = 1) -> ComponentStats:
+    """Moments of each column of ``x`` (N, K) within groups, ignoring NaN entries."""
+    valid = ~torch.isnan(x)
+    filled = torch.where(valid, x, 0.0)
+    count = groups.sum(valid.to(x.dtype))
+    mean = groups.sum(filled) / count.clamp(min=1.0)
+    centered = torch.where(valid, x - groups.expand(mean), 0.0)
+    dof = count - ddof
+    var = torch.where(dof > 0, groups.sum(centered * centered) / dof.clamp(min=1.0), 0.0)
+    hi = groups.max(torch.where(valid, x, float("-inf")))
+    lo = groups.min(torch.where(valid, x, float("inf")))
+    zero_variance = (hi == lo) | (dof <= 0)
+    var = torch.where(zero_variance, 0.0, var)
+    return ComponentStats(valid, count, mean, centered, var, zero_variance)
+
+
+@dataclass(frozen=True)
+class TotalStats:
+    """Per-group statistics of the total reward R_i = sum_k u_ik (NaN components skipped)."""
+
+    scorable: Tensor  # (N,) bool: at least one component is not NaN
+    total: Tensor  # (N,)
+    count: Tensor  # (S,) scorable samples per group
+    centered: Tensor  # (N,) C_i = R_i - mean_g(R); exactly 0 for constant totals/unscorable
+    std: Tensor  # (S,)
+    singleton: Tensor  # (S,) bool: fewer than ddof + 1 scorable samples (includes empty slots)
+
+
+def total_stats(u: Tensor, groups: Groups, ddof: int = 1) -> TotalStats:
+    scorable = ~torch.isnan(u).all(dim=1)
+    total = torch.where(scorable, torch.nansum(u, dim=1), torch.nan)
+    s = component_stats(total.unsqueeze(1), groups, ddof)
+    centered = torch.where(groups.expand(s.zero_variance[:, 0]), 0.0, s.centered[:, 0])
+    return TotalStats(
+        scorable=scorable,
+        total=torch.where(scorable, total, 0.0),
+        count=s.count[:, 0],
+        centered=centered,
+        std=s.std()[:, 0],
+        singleton=s.count[:, 0] <= ddof,
+    )
+
+
+def finalize(adv: Tensor, tot: TotalStats, groups: Groups) -> Tensor:
+    """Zero the advantage of unscorable samples and of singleton groups; never NaN."""
+    keep = tot.scorable & ~groups.expand(tot.singleton)
+    return torch.where(keep, torch.nan_to_num(adv, nan=0.0, posinf=0.0, neginf=0.0), 0.0)
+
+
+def stabilized_root(q: Tensor, eps: float, stabilizer: str) -> Tensor:
+    """sqrt(max(Q,0) + eps) ("inside", the official code) or sqrt(max(Q,0)) + eps ("outside")."""
+    q = q.clamp(min=0.0)
+    if stabilizer == "inside":
+        return torch.sqrt(q + eps)
+    if stabilizer == "outside":
+        return torch.sqrt(q) + eps
+    raise ValueError(f"stabilizer must be 'inside' or 'outside', got {stabilizer!r}")
+
+
+def group_variance(x: Tensor, rows: Tensor, groups: Groups, ddof: int) -> Tensor:
+    """Variance of a per-sample scalar ``x`` (N,) over the rows where ``rows`` is True."""
+    s = component_stats(torch.where(rows, x, torch.nan).unsqueeze(1), groups, ddof)
+    return s.var[:, 0]
