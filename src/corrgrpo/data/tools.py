@@ -1,0 +1,265 @@
+"""Loaders for the tool-calling data: RLLA (ToolRL format) and API-Bank processed levels.
+
+Every loader returns plain rows (dicts) in one schema:
+
+* ``prompt``: chat messages ``[{"role": "system", ...}, {"role": "user", ...}]``
+* ``ground_truth``: the reference output text (``<think>…</think>`` then ``<tool_call>`` and/or
+  ``<response>``), what the rewards compare against
+* ``data_source``: ``"rlla"`` or ``"api_bank"``; ``index``: the row's position / id
+* API-Bank rows also carry ``answer`` (list of reference calls) and ``level`` (int or None)
+
+RLLA sources: a json/jsonl file of ``instruction``/``input``/``output`` rows, a parquet (or
+json) file in the verl / ToolRL layout (chat ``prompt`` plus ``reward_model.ground_truth``),
+a directory holding ``<split>.parquet`` / ``<split>.json(l)``, or a hub dataset name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+
+_FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
+_LEVEL_RE = re.compile(r"level[-_ ]?(\d+)", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------- reading files
+
+
+def _read_records(path: Path) -> list[dict[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    if suffix == ".jsonl":
+        records = []
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, start=1):
+                if line.strip():
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise ValueError(f"{path}:{n}: invalid JSON line: {err}") from err
+        return records
+    if suffix == ".json":
+        with path.open(encoding="utf-8") as fh:
+            data = json.load(fh)
+        if isinstance(data, Mapping) and isinstance(data.get("data"), list):
+            data = data["data"]
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: expected a JSON list of rows, got {type(data).__name__}")
+        return data
+    raise ValueError(f"{path}: unsupported file type {suffix!r}; use .json, .jsonl or .parquet")
+
+
+def _resolve_split_file(directory: Path, split: str) -> Path:
+    for suffix in _FILE_SUFFIXES:
+        candidate = directory / f"{split}{suffix}"
+        if candidate.is_file():
+            return candidate
+    found = sorted(p.name for p in directory.iterdir() if p.suffix.lower() in _FILE_SUFFIXES)
+    raise FileNotFoundError(
+        f"{directory} has no {split}.parquet/.jsonl/.json; data files there: {found or 'none'}"
+    )
+
+
+def _records_from_source(source: str | Path, split: str) -> list[dict[str, Any]]:
+    path = Path(source).expanduser()
+    if path.is_file():
+        return _read_records(path)  # a single file is one split
+    if path.is_dir():
+        return _read_records(_resolve_split_file(path, split))
+    text = str(source)
+    if path.suffix.lower() in _FILE_SUFFIXES or text.startswith((".", "/", "~")):
+        raise FileNotFoundError(f"data file {text!r} does not exist")
+    if text.count("/") != 1:
+        raise ValueError(
+            f"{text!r} is neither an existing path nor a hub dataset name (owner/name)"
+        )
+    import datasets
+
+    return list(datasets.load_dataset(text, split=split))
+
+
+# ---------------------------------------------------------------- RLLA rows
+
+
+def _messages(prompt: Any) -> list[dict[str, str]]:
+    """Chat messages from a prompt stored as text, a list, or a parquet/numpy array."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    if hasattr(prompt, "tolist") and not isinstance(prompt, (list, tuple)):
+        prompt = prompt.tolist()
+    if not isinstance(prompt, (list, tuple)) or not prompt:
+        raise ValueError(
+            f"prompt must be text or a non-empty list of messages, got {prompt!r:.200}"
+        )
+    messages = []
+    for m in prompt:
+        if not isinstance(m, Mapping) or "role" not in m or "content" not in m:
+            raise ValueError(f"chat message needs 'role' and 'content': {m!r:.200}")
+        messages.append({"role": str(m["role"]), "content": str(m["content"])})
+    return messages
+
+
+def rlla_row(record: Mapping[str, Any], index: int) -> Row:
+    """Normalize one RLLA record (raw json or verl / ToolRL parquet layout)."""
+    if "output" in record and "instruction" in record:
+        prompt = []
+        if record["instruction"]:
+            prompt.append({"role": "system", "content": str(record["instruction"])})
+        prompt.append({"role": "user", "content": str(record.get("input") or "")})
+        ground_truth = record["output"]
+    elif "prompt" in record and ("reward_model" in record or "ground_truth" in record):
+        prompt = _messages(record["prompt"])
+        rm = record.get("reward_model")
+        ground_truth = rm.get("ground_truth") if isinstance(rm, Mapping) else None
+        if ground_truth is None:
+            ground_truth = record.get("ground_truth")
+    else:
+        raise ValueError(
+            "an RLLA row needs instruction/input/output, or a chat 'prompt' with "
+            f"'reward_model.ground_truth'; row {index} has keys {sorted(record)}"
+        )
+    if not isinstance(ground_truth, str):
+        raise ValueError(
+            f"row {index}: the reference output must be text, got {ground_truth!r:.200}"
+        )
+    extra = record.get("extra_info")
+    if isinstance(extra, Mapping) and isinstance(extra.get("index"), int):
+        index = extra["index"]
+    return {
+        "prompt": prompt,
+        "ground_truth": ground_truth,
+        "data_source": str(record.get("data_source") or "rlla"),
+        "index": int(index),
+    }
+
+
+def load_rlla(source: str | Path, split: str = "test", *, limit: int | None = None) -> list[Row]:
+    """Load RLLA rows from a file, a directory (``<split>.*``) or a hub dataset (``split``)."""
+    records = _records_from_source(source, split)
+    if limit is not None:
+        records = records[:limit]
+    return [rlla_row(r, i) for i, r in enumerate(records)]
+
+
+def to_verl_records(rows: Iterable[Row], split: str) -> list[dict[str, Any]]:
+    """Rows in the verl / ToolRL parquet layout, ready for ``pandas.DataFrame.to_parquet``."""
+    return [
+        {
+            "data_source": row.get("data_source", "rlla"),
+            "prompt": row["prompt"],
+            "ability": "tool_calling",
+            "reward_model": {"style": "rule", "ground_truth": row["ground_truth"]},
+            "extra_info": {"split": split, "index": int(row.get("index", i))},
+        }
+        for i, row in enumerate(rows)
+    ]
+
+
+# ---------------------------------------------------------------- API-Bank
+
+
+def _answer_calls(answer: Any, where: str) -> list[dict[str, Any]]:
+    calls = [answer] if isinstance(answer, Mapping) else answer
+    if not isinstance(calls, list) or not calls:
+        raise ValueError(f"{where}: 'answer' must be a call or a non-empty list of calls")
+    out = []
+    for c in calls:
+        if not isinstance(c, Mapping) or not isinstance(c.get("name"), str):
+            raise ValueError(f"{where}: answer call needs a string 'name': {c!r:.200}")
+        params = c.get("parameters") or {}
+        if not isinstance(params, Mapping):
+            raise ValueError(f"{where}: answer parameters must be an object: {params!r:.200}")
+        out.append({"name": c["name"], "parameters": dict(params)})
+    return out
+
+
+def level_of(path: str | Path) -> int | None:
+    """The API-Bank level written in a file name (``level-2-api_processed.json`` -> 2)."""
+    m = _LEVEL_RE.search(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def api_bank_row(record: Mapping[str, Any], index: int, level: int | None, where: str) -> Row:
+    missing = [k for k in ("system", "user", "answer") if k not in record]
+    if missing:
+        raise ValueError(f"{where}: API-Bank row {index} lacks {missing}; keys {sorted(record)}")
+    calls = _answer_calls(record["answer"], f"{where} row {index}")
+    lines = "\n".join(json.dumps(c, ensure_ascii=False) for c in calls)
+    return {
+        "prompt": [
+            {"role": "system", "content": str(record["system"])},
+            {"role": "user", "content": str(record["user"])},
+        ],
+        # A reference in the RLLA output layout, so the four rewards apply to it as well.
+        "ground_truth": f"<think></think>\n<tool_call>\n{lines}\n</tool_call>",
+        "answer": calls,
+        "level": level,
+        "data_source": "api_bank",
+        "index": index,
+    }
+
+
+def load_api_bank(
+    source: str | Path, *, level: int | None = None, limit: int | None = None
+) -> list[Row]:
+    """Load API-Bank processed rows (``system``/``user``/``answer``).
+
+    ``source`` is one level file or a directory of ``level-<n>-api_processed.json`` files
+    (all levels, in level order). The level comes from the file name unless given.
+    """
+    path = Path(source).expanduser()
+    if path.is_dir():
+        files = sorted(
+            (p for p in path.iterdir() if p.suffix.lower() in (".json", ".jsonl")),
+            key=lambda p: (level_of(p) is None, level_of(p) or 0, p.name),
+        )
+        if not files:
+            raise FileNotFoundError(f"{path} holds no API-Bank .json/.jsonl level files")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise FileNotFoundError(f"API-Bank data {str(source)!r} does not exist")
+    rows: list[Row] = []
+    for file in files:
+        file_level = level if level is not None else level_of(file)
+        for i, record in enumerate(_read_records(file)):
+            rows.append(api_bank_row(record, i, file_level, file.name))
+    return rows[:limit] if limit is not None else rows
+
+
+def detect_kind(source: str | Path) -> str:
+    """``"api_bank"`` or ``"rlla"`` from the first record of a file or directory."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        names = [p.name for p in path.iterdir()]
+        return "api_bank" if any("api_processed" in n for n in names) else "rlla"
+    if path.is_file() and path.suffix.lower() in (".json", ".jsonl"):
+        records = _read_records(path)
+        if records and isinstance(records[0], Mapping) and "answer" in records[0]:
+            return "api_bank"
+    return "rlla"
+
+
+def load_tool_rows(
+    source: str | Path, *, split: str = "test", kind: str = "auto", limit: int | None = None
+) -> tuple[str, list[Row]]:
+    """Load either kind of tool data; returns ``(kind, rows)``."""
+    if kind == "auto":
+        kind = detect_kind(source)
+    if kind == "api_bank":
+        return kind, load_api_bank(source, limit=limit)
+    if kind == "rlla":
+        return kind, load_rlla(source, split, limit=limit)
+    raise ValueError(f"unknown tool data kind {kind!r}; use 'rlla', 'api_bank' or 'auto'")
+
+
+def references(rows: Sequence[Row]) -> list[str]:
+    return [row["ground_truth"] for row in rows]

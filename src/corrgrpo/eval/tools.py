@@ -1,0 +1,271 @@
+"""``corrgrpo eval tools``: RLLA field scores / all-exact and API-Bank accuracy per level.
+
+Predictions come from a JSONL file (one object per line with the completion under
+``completion``, ``prediction``, ``response``, ``output`` or ``text``, optionally an ``index``
+matching the data rows; or one JSON string per line), or are generated greedily with
+``transformers`` from ``--model`` first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+_COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
+
+
+def add_eval_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="RLLA json/jsonl/parquet file or directory, "
+        "a hub dataset name, or API-Bank level file(s)",
+    )
+    parser.add_argument(
+        "--kind",
+        choices=("auto", "rlla", "api_bank"),
+        default="auto",
+        help="what --data holds (default: detected from the rows)",
+    )
+    parser.add_argument("--split", default="test", help="split of a directory or hub dataset")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--predictions", help="JSONL file of completions, one per data row")
+    source.add_argument("--model", help="model name or folder to generate with (greedy)")
+    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N rows")
+    parser.add_argument("--max-new-tokens", type=int, default=1024)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument("--save-predictions", help="write generated completions to this JSONL")
+    parser.add_argument("--output", help="write the metrics and per-example scores as JSON here")
+    parser.add_argument(
+        "--json", action="store_true", help="print only the JSON result to stdout (no table)"
+    )
+    parser.set_defaults(func=run)
+
+
+# ---------------------------------------------------------------- predictions
+
+
+def _completion_of(record: Any, line_no: int, path: str) -> str:
+    if isinstance(record, str):
+        return record
+    if isinstance(record, dict):
+        for key in _COMPLETION_KEYS:
+            value = record.get(key)
+            if value is not None:
+                from corrgrpo.rewards.tools.parser import completion_text
+
+                return completion_text(value)
+    raise ValueError(
+        f"{path}:{line_no}: expected a JSON string or an object with one of {_COMPLETION_KEYS}"
+    )
+
+
+def read_predictions(path: str | Path, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Completions aligned to ``rows``: by ``index`` when every line has one, else by order."""
+    records: list[Any] = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}:{n}: invalid JSON: {err}") from err
+    completions = [_completion_of(r, n, str(path)) for n, r in enumerate(records, start=1)]
+    row_ids = [row.get("index") for row in rows]
+    indexed = bool(records) and all(isinstance(r, dict) and "index" in r for r in records)
+    if indexed and len(set(row_ids)) == len(row_ids):
+        by_index = {r["index"]: c for r, c in zip(records, completions, strict=True)}
+        missing = [i for i in row_ids if i not in by_index]
+        if missing:
+            raise ValueError(
+                f"{path}: no prediction for {len(missing)} of {len(rows)} rows "
+                f"(first missing index {missing[0]!r})"
+            )
+        return [by_index[i] for i in row_ids]
+    if len(completions) < len(rows):
+        raise ValueError(f"{path} has {len(completions)} predictions for {len(rows)} data rows")
+    # A longer file is allowed so --limit can evaluate a prefix of full predictions.
+    return completions[: len(rows)]
+
+
+def write_predictions(
+    path: str | Path, rows: Sequence[dict[str, Any]], completions: Sequence[str]
+) -> None:
+    with Path(path).open("w", encoding="utf-8") as fh:
+        for row, completion in zip(rows, completions, strict=True):
+            fh.write(
+                json.dumps(
+                    {"index": row.get("index"), "completion": completion}, ensure_ascii=False
+                )
+                + "\n"
+            )
+
+
+# ---------------------------------------------------------------- generation
+
+
+def _prompt_text(tokenizer: Any, messages: list[dict[str, str]]) -> str:
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    # Base models without a chat template: plain concatenation of the turns.
+    return "\n\n".join(m["content"] for m in messages) + "\n\n"
+
+
+def generate_completions(
+    model_name: str,
+    rows: Sequence[dict[str, Any]],
+    *,
+    max_new_tokens: int = 1024,
+    batch_size: int = 8,
+    device: str = "auto",
+    progress: Any = None,
+) -> list[str]:
+    """Greedy completions of every row's chat ``prompt`` with a ``transformers`` model."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if batch_size < 1 or max_new_tokens < 1:
+        raise ValueError("--batch-size and --max-new-tokens must be positive")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(model_name)
+    tokenizer.padding_side = "left"  # decoder-only generation continues from the right edge
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_name, dtype="auto").to(device).eval()
+    task = progress.add_task("generating", total=len(rows)) if progress is not None else None
+    completions: list[str] = []
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start : start + batch_size]
+        texts = [_prompt_text(tokenizer, row["prompt"]) for row in batch]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
+            device
+        )
+        with torch.no_grad():
+            out = model.generate(
+                **enc,
+                do_sample=False,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        new_tokens = out[:, enc["input_ids"].shape[1] :]
+        completions += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        if task is not None:
+            progress.advance(task, len(batch))
+    return completions
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def evaluate_rows(
+    kind: str, rows: Sequence[dict[str, Any]], completions: Sequence[str], progress: Any = None
+) -> dict[str, Any]:
+    """Metrics and per-example records for RLLA or API-Bank rows."""
+    from corrgrpo.rewards.tools.metrics import api_bank_metrics, rlla_metrics
+    from corrgrpo.rewards.tools.parser import parse_response
+    from corrgrpo.rewards.tools.reward_funcs import score_batch
+
+    if len(rows) != len(completions):
+        raise ValueError(f"{len(completions)} completions for {len(rows)} rows")
+    task = progress.add_task("scoring", total=len(rows)) if progress is not None else None
+    examples: list[dict[str, Any]] = []
+    if kind == "api_bank":
+        metrics, correct = api_bank_metrics(completions, rows)
+        for row, completion, ok in zip(rows, completions, correct, strict=True):
+            call = parse_response(completion).first_call
+            examples.append(
+                {
+                    "index": row.get("index"),
+                    "level": row.get("level"),
+                    "correct": ok,
+                    "first_call": call.to_dict() if call is not None else None,
+                }
+            )
+    else:
+        scored = []
+        for row, completion in zip(rows, completions, strict=True):
+            r = score_batch([completion], [row["ground_truth"]])[0]
+            scored.append(r)
+            examples.append(
+                {
+                    "index": row.get("index"),
+                    **r.as_dict(),
+                    "total": r.total,
+                    "all_exact": r.all_exact,
+                    "reference_has_calls": r.reference_has_calls,
+                    "issues": [i.kind for i in parse_response(completion).issues],
+                }
+            )
+            if task is not None:
+                progress.advance(task)
+        metrics = rlla_metrics(scored)
+    if task is not None:
+        progress.update(task, completed=len(rows))
+    return {"benchmark": kind, "metrics": metrics, "examples": examples}
+
+
+def metrics_table(result: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    kind = result["benchmark"]
+    title = "API-Bank accuracy (%)" if kind == "api_bank" else "RLLA tool calling (0-100)"
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in result["metrics"].items():
+        shown = f"{value:.0f}" if name.startswith("n_") else f"{value:.2f}"
+        table.add_row(name, shown)
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except (ValueError, FileNotFoundError, TypeError) as err:
+        print(f"corrgrpo eval tools: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from corrgrpo.data.tools import load_tool_rows
+
+    kind, rows = load_tool_rows(args.data, split=args.split, kind=args.kind, limit=args.limit)
+    if not rows:
+        raise ValueError(f"{args.data} holds no rows")
+    err_console = Console(stderr=True)
+    with Progress(console=err_console, transient=True) as progress:
+        if args.model:
+            completions = generate_completions(
+                args.model,
+                rows,
+                max_new_tokens=args.max_new_tokens,
+                batch_size=args.batch_size,
+                device=args.device,
+                progress=progress,
+            )
+            if args.save_predictions:
+                write_predictions(args.save_predictions, rows, completions)
+        else:
+            completions = read_predictions(args.predictions, rows)
+        result = evaluate_rows(kind, rows, completions, progress)
+    result["data"] = str(args.data)
+    result["source"] = args.model or args.predictions
+    if args.output:
+        Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    if args.json:
+        json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        Console().print(metrics_table(result))
+        if args.output:
+            Console().print(f"wrote {args.output}")
+    return 0
