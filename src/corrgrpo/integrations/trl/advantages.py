@@ -1,0 +1,156 @@
+"""Advantages, dynamic-sampling filter and per-step diagnostics for one gathered TRL batch.
+
+Pure functions of the ``(N, K)`` reward tensor that TRL gathers across processes (groups of
+``num_generations`` consecutive rows), so they are tested without a trainer and every process
+computes the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from corrgrpo.diagnostics import diagnose
+from corrgrpo.estimators import compute_advantages
+from corrgrpo.integrations.trl.config import ALL_KEY, TOTAL_KEY
+
+METRIC_PREFIX = "corrgrpo"
+
+
+@dataclass(frozen=True)
+class EstimatorSettings:
+    """The estimator-related options of a (Corr)GRPO config, with defaults for a plain GRPOConfig."""
+
+    estimator: str = "corr_grpo"
+    eps: float | None = None
+    ddof: int = 1
+    options: dict[str, Any] = field(default_factory=dict)
+    dynamic_sampling_key: str | None = None
+    log_diagnostics: bool = True
+    near_singular_threshold: float = 0.1
+
+    @classmethod
+    def from_args(cls, args: Any) -> EstimatorSettings:
+        defaults = cls()
+        return cls(
+            estimator=getattr(args, "advantage_estimator", defaults.estimator),
+            eps=getattr(args, "advantage_eps", defaults.eps),
+            ddof=getattr(args, "advantage_ddof", defaults.ddof),
+            options=dict(getattr(args, "estimator_options", None) or {}),
+            dynamic_sampling_key=getattr(
+                args, "dynamic_sampling_key", defaults.dynamic_sampling_key
+            ),
+            log_diagnostics=getattr(args, "log_advantage_diagnostics", defaults.log_diagnostics),
+            near_singular_threshold=getattr(
+                args, "near_singular_threshold", defaults.near_singular_threshold
+            ),
+        )
+
+    def check_dynamic_sampling_key(self, names: list[str]) -> None:
+        key = self.dynamic_sampling_key
+        if key is not None and key not in (TOTAL_KEY, ALL_KEY) and key not in names:
+            raise ValueError(
+                f"dynamic_sampling_key {key!r} is neither 'total', 'all' nor a reward function "
+                f"name; reward functions: {', '.join(names)}"
+            )
+
+
+@dataclass(frozen=True)
+class BatchAdvantages:
+    """What the trainer needs from one gathered batch."""
+
+    advantages: Tensor  # (N,) in the rewards' dtype; 0 for samples dropped by dynamic sampling
+    kept: Tensor | None  # (N,) bool when dynamic sampling is on, else None
+    metrics: dict[str, float]
+
+
+def _dense(rewards: Tensor, num_generations: int) -> Tensor:
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be (N, K), got shape {tuple(rewards.shape)}")
+    n, k = rewards.shape
+    if num_generations < 1 or n % num_generations != 0:
+        raise ValueError(
+            f"{n} gathered samples do not split into groups of num_generations={num_generations}"
+        )
+    return rewards.reshape(n // num_generations, num_generations, k)
+
+
+def constant_groups(
+    rewards: Tensor, num_generations: int, key: str, names: list[str], weights: Tensor
+) -> Tensor:
+    """(B,) bool: groups whose ``key`` (a component name, ``"total"`` or ``"all"``) is constant.
+
+    Constancy is exact (max == min over the group's non-NaN values, as everywhere in corrgrpo);
+    a key that is NaN for the whole group counts as constant: it carries no signal either.
+    """
+    dense = _dense(rewards, num_generations).to(torch.float64)
+    if key == TOTAL_KEY:
+        weighted = dense * weights.to(dense)
+        scorable = ~torch.isnan(weighted).all(dim=2)
+        values = torch.where(scorable, torch.nansum(weighted, dim=2), torch.nan).unsqueeze(2)
+    elif key == ALL_KEY:
+        values = dense
+    else:
+        values = dense[:, :, names.index(key)].unsqueeze(2)
+    valid = ~torch.isnan(values)
+    high = torch.where(valid, values, float("-inf")).amax(dim=1)
+    low = torch.where(valid, values, float("inf")).amin(dim=1)
+    constant_per_column = (high <= low) | ~valid.any(dim=1)  # (B, columns)
+    return constant_per_column.all(dim=1)
+
+
+def batch_advantages(
+    rewards: Tensor,
+    num_generations: int,
+    weights: Tensor,
+    names: list[str],
+    settings: EstimatorSettings,
+    *,
+    dynamic_sampling: bool = True,
+) -> BatchAdvantages:
+    """Advantages of a gathered ``(N, K)`` batch plus the metrics to log for it.
+
+    ``dynamic_sampling=False`` skips the filter (evaluation batches are not trained on).
+    """
+    dense = _dense(rewards, num_generations)
+    stats: dict[str, Any] = {}
+    advantages = compute_advantages(
+        dense,
+        settings.estimator,
+        weights=weights,
+        eps=settings.eps,
+        ddof=settings.ddof,
+        stats=stats,
+        **settings.options,
+    ).reshape(-1)
+    metrics: dict[str, float] = {}
+    kept: Tensor | None = None
+    if dynamic_sampling and settings.dynamic_sampling_key is not None:
+        dropped_groups = constant_groups(
+            rewards, num_generations, settings.dynamic_sampling_key, names, weights
+        )
+        kept = (~dropped_groups).repeat_interleave(num_generations)
+        advantages = torch.where(kept, advantages, torch.zeros_like(advantages))
+        metrics[f"{METRIC_PREFIX}/dynamic_sampling/dropped_groups"] = float(dropped_groups.sum())
+        metrics[f"{METRIC_PREFIX}/dynamic_sampling/dropped_frac"] = float(
+            dropped_groups.double().mean()
+        )
+    metrics[f"{METRIC_PREFIX}/advantage_abs_mean"] = float(advantages.abs().double().mean())
+    for name in ("guard_triggers", "singleton_groups"):
+        if name in stats:
+            metrics[f"{METRIC_PREFIX}/{name}"] = float(stats[name])
+    if settings.log_diagnostics:
+        diagnosis = diagnose(
+            dense,
+            weights=weights,
+            names=names,
+            estimators=(),  # per-estimator influence re-runs every estimator K times: too slow per step
+            ddof=settings.ddof,
+            q_threshold=settings.near_singular_threshold,
+        )
+        for key, value in diagnosis.to_scalars().items():
+            metrics[f"{METRIC_PREFIX}/{key}"] = value
+    return BatchAdvantages(advantages=advantages, kept=kept, metrics=metrics)
