@@ -124,10 +124,10 @@ def diagnose(
     dev = torch.where(tot.scorable.unsqueeze(1), cs.centered, 0.0)
     cov = groups.sum(dev.unsqueeze(2) * dev.unsqueeze(1)) / dof
     s_total = cov.sum(dim=(1, 2))
-    std = torch.sqrt(torch.where(cs.zero_variance, 1.0, cs.var))
-    corr = cov / (std.unsqueeze(2) * std.unsqueeze(1))
+    # correlations from z-scores rather than cov / (std std): no underflow for tiny scales
+    z = torch.where(tot.scorable.unsqueeze(1), cs.standardized(groups), 0.0)
+    corr = groups.sum(z.unsqueeze(2) * z.unsqueeze(1)) / dof
     inactive = cs.zero_variance
-    corr = corr.masked_fill(inactive.unsqueeze(2) | inactive.unsqueeze(1), 0.0)
     q = corr.sum(dim=(1, 2))
     share = torch.where(s_total.unsqueeze(1) > 0, cov.sum(dim=2) / s_total.unsqueeze(1), 0.0)
     den_grpo = tot.std + grpo_eps

@@ -33,8 +33,9 @@ def group_quantile_scores(rewards: Tensor, groups: Groups) -> Tensor:
         run_slots = Groups(index=run, num_slots=n)
         first = run_slots.min(pos)[run]
         last = run_slots.max(pos)[run]
-        start = groups.min(pos)[g]  # invalid entries sort last within their group
-        count = groups.sum(valid[order, col].to(torch.float64))[g]
+        in_order = Groups(index=g, num_slots=groups.num_slots)
+        start = in_order.min(pos)[g]  # invalid entries (inf) sort last within their group
+        count = in_order.sum(valid[order, col].to(torch.float64))[g]
         mid_rank = (first + last) / 2 - start + 1
         score = torch.special.ndtri(((mid_rank - 0.5) / count.clamp(min=1.0)).clamp(1e-12, 1 - 1e-12))
         score = torch.where(valid[order, col], score, 0.0)
@@ -55,8 +56,8 @@ def rdpo_advantages(
     """RDPO-style advantage: quantile-normalize, whiten (ZCA) across components, weighted sum.
 
     1. q_ik = Phi^-1((midrank_g(r_ik) - 1/2) / n_g): a scale-free, outlier-robust score.
-    2. Within each group, centre the q over samples and whiten the active (non-constant)
-       components with W = (Sigma + eps I)^(-1/2) (ZCA; Sigma the group covariance of q, divisor
+    2. Within each group, centre the q over samples and whiten the active (non-constant,
+       non-zero weight) components with W = (Sigma + eps I)^(-1/2) (ZCA; Sigma the group covariance of q, divisor
        n - ddof), removing correlation between rewards so redundant rewards do not count twice.
     3. A_i = sum_k w_k (W q_i)_k.
     The RDPO paper was not available to check constants; this is the formula described there
@@ -67,14 +68,16 @@ def rdpo_advantages(
     tot = total_stats(rewards, groups, ddof)
     q = group_quantile_scores(rewards, groups)
     cs = component_stats(q, groups, ddof)
-    dev = cs.centered
+    # active = non-constant in the group and non-zero weight; inactive ones are kept out of
+    # the whitening so that a zero-weight component is inert
+    active = (~cs.zero_variance & (weights != 0)).to(q.dtype)
+    dev = cs.centered * groups.expand(active)
     dof = (tot.count - ddof).clamp(min=1.0)
     cov = groups.sum(dev.unsqueeze(2) * dev.unsqueeze(1)) / dof.view(-1, 1, 1)
     k = rewards.shape[1]
     eye = torch.eye(k, dtype=cov.dtype, device=cov.device)
     evals, evecs = torch.linalg.eigh(cov + eps * eye)
     whiten = evecs @ torch.diag_embed(evals.clamp(min=eps).rsqrt()) @ evecs.transpose(1, 2)
-    active = (~cs.zero_variance).to(cov.dtype)  # keep inactive components out of the sum
     white = torch.einsum("nkj,nj->nk", whiten[groups.index], dev) * groups.expand(active)
     adv = (white * weights).sum(dim=1)
     if stats is not None:

@@ -23,17 +23,18 @@ class ComponentStats:
     count: Tensor  # (S, K) float64: valid samples per group
     mean: Tensor  # (S, K)
     centered: Tensor  # (N, K): value - group mean, 0 where missing
-    var: Tensor  # (S, K): sum of squares / (count - ddof), 0 where undefined
+    std: Tensor  # (S, K): sqrt(sum of squares / (count - ddof)), 0 where zero-variance
     zero_variance: Tensor  # (S, K) bool: max == min, or too few samples for a variance
+
+    @property
+    def var(self) -> Tensor:
+        return self.std * self.std
 
     def standardized(self, groups: Groups) -> Tensor:
         """z-scores (N, K) with the same divisor; 0 for zero-variance or missing entries."""
-        std = torch.sqrt(torch.where(self.zero_variance, torch.ones_like(self.var), self.var))
+        std = torch.where(self.zero_variance, torch.ones_like(self.std), self.std)
         z = self.centered / groups.expand(std)
         return torch.where(groups.expand(self.zero_variance) | ~self.valid, 0.0, z)
-
-    def std(self) -> Tensor:
-        return torch.sqrt(self.var)
 
 
 def component_stats(x: Tensor, groups: Groups, ddof: int = 1) -> ComponentStats:
@@ -44,12 +45,17 @@ def component_stats(x: Tensor, groups: Groups, ddof: int = 1) -> ComponentStats:
     mean = groups.sum(filled) / count.clamp(min=1.0)
     centered = torch.where(valid, x - groups.expand(mean), 0.0)
     dof = count - ddof
-    var = torch.where(dof > 0, groups.sum(centered * centered) / dof.clamp(min=1.0), 0.0)
     hi = groups.max(torch.where(valid, x, float("-inf")))
     lo = groups.min(torch.where(valid, x, float("inf")))
     zero_variance = (hi == lo) | (dof <= 0)
-    var = torch.where(zero_variance, 0.0, var)
-    return ComponentStats(valid, count, mean, centered, var, zero_variance)
+    # scale by the largest deviation first so tiny (e.g. 1e-184-weighted) spreads do not
+    # underflow to a zero variance while max != min
+    scale = groups.max(centered.abs())
+    scaled = centered / groups.expand(torch.where(scale > 0, scale, 1.0))
+    rms = torch.sqrt(groups.sum(scaled * scaled) / dof.clamp(min=1.0))
+    std = torch.where(zero_variance | (scale == 0), 0.0, scale * rms)
+    zero_variance = zero_variance | (std == 0)
+    return ComponentStats(valid, count, mean, centered, std, zero_variance)
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ def total_stats(u: Tensor, groups: Groups, ddof: int = 1) -> TotalStats:
         total=torch.where(scorable, total, 0.0),
         count=s.count[:, 0],
         centered=centered,
-        std=s.std()[:, 0],
+        std=s.std[:, 0],
         singleton=s.count[:, 0] <= ddof,
     )
 

@@ -1,0 +1,148 @@
+"""Straightforward per-group loop implementations of every built-in estimator.
+
+Written the obvious way (explicit K x K matrices, one group at a time, no NaN support), they
+serve as an independent check of the vectorized estimators and as the baseline of
+``benchmarks/estimators.py``. Not for training use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+
+def _groups(group_index: Tensor) -> list[Tensor]:
+    return [torch.nonzero(group_index == g).flatten() for g in torch.unique(group_index)]
+
+
+def _zero_var(r: Tensor) -> Tensor:
+    return r.max(0).values == r.min(0).values
+
+
+def _z(r: Tensor, eps: float) -> Tensor:
+    z = (r - r.mean(0)) / (r.std(0) + eps)
+    return torch.where(_zero_var(r), 0.0, z)
+
+
+def _corr(u: Tensor) -> Tensor:
+    k = u.shape[1]
+    zv = _zero_var(u)
+    c = torch.zeros(k, k, dtype=torch.float64)
+    for j in range(k):
+        for m in range(k):
+            if zv[j] or zv[m]:
+                continue
+            a, b = u[:, j] - u[:, j].mean(), u[:, m] - u[:, m].mean()
+            c[j, m] = (a * b).sum() / torch.sqrt((a * a).sum() * (b * b).sum())
+    return c
+
+
+def loop_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
+    out = torch.zeros(r.shape[0], dtype=torch.float64)
+    for idx in _groups(gi):
+        if len(idx) < 2:
+            continue
+        tot = (r[idx] * w).sum(1)
+        out[idx] = 0.0 if tot.max() == tot.min() else (tot - tot.mean()) / (tot.std() + eps)
+    return out
+
+
+def loop_dr_grpo(r: Tensor, gi: Tensor, w: Tensor) -> Tensor:
+    out = torch.zeros(r.shape[0], dtype=torch.float64)
+    for idx in _groups(gi):
+        if len(idx) < 2:
+            continue
+        tot = (r[idx] * w).sum(1)
+        out[idx] = 0.0 if tot.max() == tot.min() else tot - tot.mean()
+    return out
+
+
+def loop_corr_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
+    out = torch.zeros(r.shape[0], dtype=torch.float64)
+    for idx in _groups(gi):
+        if len(idx) < 2:
+            continue
+        u = r[idx] * w
+        tot = u.sum(1)
+        if tot.max() == tot.min():
+            continue
+        q = float(_corr(u).sum())
+        out[idx] = (tot - tot.mean()) / math.sqrt(max(q, 0.0) + eps)
+    return out
+
+
+def loop_mo_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
+    out = torch.zeros(r.shape[0], dtype=torch.float64)
+    for idx in _groups(gi):
+        if len(idx) < 2:
+            continue
+        out[idx] = (_z(r[idx], eps) * w).sum(1)
+    return out
+
+
+def _gdpo_scores(r: Tensor, gi: Tensor, w: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    s = torch.zeros(r.shape[0], dtype=torch.float64)
+    terms = torch.zeros_like(r, dtype=torch.float64)
+    keep = torch.zeros(r.shape[0], dtype=torch.bool)
+    for idx in _groups(gi):
+        if len(idx) < 2:
+            continue
+        terms[idx] = _z(r[idx], eps) * w
+        s[idx] = terms[idx].sum(1)
+        keep[idx] = True
+    return s, terms, keep
+
+
+def loop_gdpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
+    s, _, keep = _gdpo_scores(r, gi, w, eps)
+    out = torch.zeros_like(s)
+    out[keep] = (s[keep] - s[keep].mean()) / (s[keep].std() + eps)
+    return out
+
+
+def loop_gdpo_corr(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4, corr_eps: float = 1e-6) -> Tensor:
+    s, terms, keep = _gdpo_scores(r, gi, w, eps)
+    out = torch.zeros_like(s)
+    q = float(_corr(terms[keep]).sum())
+    out[keep] = (s[keep] - s[keep].mean()) / math.sqrt(max(q, 0.0) + corr_eps)
+    return out
+
+
+def _midrank_normal_scores(x: Tensor) -> Tensor:
+    n = x.numel()
+    ranks = torch.empty(n, dtype=torch.float64)
+    for i in range(n):
+        less = float((x < x[i]).sum())
+        equal = float((x == x[i]).sum())
+        ranks[i] = less + (equal + 1) / 2
+    return torch.special.ndtri((ranks - 0.5) / n)
+
+
+def loop_rdpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
+    out = torch.zeros(r.shape[0], dtype=torch.float64)
+    for idx in _groups(gi):
+        if len(idx) < 2:
+            continue
+        g = r[idx]
+        q = torch.stack([_midrank_normal_scores(g[:, j]) for j in range(g.shape[1])], 1)
+        dev = (q - q.mean(0)) * (~_zero_var(g) & (w != 0))
+        cov = dev.T @ dev / (len(idx) - 1)
+        evals, evecs = torch.linalg.eigh(cov + eps * torch.eye(g.shape[1], dtype=torch.float64))
+        white = dev @ (evecs @ torch.diag(evals.clamp(min=eps).rsqrt()) @ evecs.T).T
+        white = torch.where(_zero_var(g), 0.0, white)
+        out[idx] = (white * w).sum(1)
+    return out
+
+
+LOOP_ESTIMATORS: dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {
+    "grpo": loop_grpo,
+    "dr_grpo": loop_dr_grpo,
+    "corr_grpo": loop_corr_grpo,
+    "gdpo": loop_gdpo,
+    "gdpo_corr": loop_gdpo_corr,
+    "mo_grpo": loop_mo_grpo,
+    "rdpo": loop_rdpo,
+}
