@@ -1,0 +1,71 @@
+"""Getting the candidate program out of a model response (no execution here).
+
+The paper's format reward asks for a fenced python block whose chosen code contains
+``class Solution``; the chosen block is the one containing the marker, then the longest.
+Responses without a fence still yield code (text after a closing ``</think>``, from the
+marker on), so syntax/compile/pass are judged on what the model wrote, while format is 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# ```python / ```py / ```python3 / bare ```; only horizontal space may follow the tag, so
+# the first code line keeps its indentation.
+_FENCE = re.compile(r"```(?:python3|python|py)?[ \t]*\r?\n?(.*?)```", re.IGNORECASE | re.DOTALL)
+_THINK_END = "</think>"
+
+
+@dataclass(frozen=True)
+class ExtractedCode:
+    """The code chosen from a response and whether it came from a fenced block."""
+
+    code: str
+    fenced: bool
+
+
+def completion_text(completion: Any) -> str:
+    """A completion as text: strings as is, chat messages -> the last assistant content."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        return _message_content(completion)
+    if isinstance(completion, Sequence):
+        messages = [m for m in completion if isinstance(m, Mapping)]
+        if len(messages) != len(completion):
+            raise TypeError("a conversational completion must be a list of message dicts")
+        assistant = [m for m in messages if m.get("role", "assistant") == "assistant"]
+        return _message_content(assistant[-1]) if assistant else ""
+    if completion is None:
+        return ""
+    raise TypeError(
+        f"completion must be a string or chat messages, got {type(completion).__name__}"
+    )
+
+
+def _message_content(message: Mapping[str, Any]) -> str:
+    content = message.get("content", "")
+    if isinstance(content, list):  # multimodal-style parts: keep the text ones
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return "" if content is None else str(content)
+
+
+def extract_code(text: str, marker: str = "class Solution") -> ExtractedCode:
+    """Choose the candidate code of a response (see the module docstring)."""
+    if _THINK_END in text:
+        text = text.rsplit(_THINK_END, 1)[1]
+    blocks = _FENCE.findall(text)
+    if blocks:
+        best = max(blocks, key=lambda b: (bool(marker) and marker in b, len(b)))
+        return ExtractedCode(best.strip("\n").rstrip() + "\n" if best.strip() else "", True)
+    start = text.find(marker) if marker else -1
+    code = text[start:] if start >= 0 else text
+    return ExtractedCode(code.rstrip() + "\n" if code.strip() else "", False)
+
+
+def format_reward(extracted: ExtractedCode, marker: str = "class Solution") -> float:
+    """1 when the code came from a fenced block and contains ``marker`` ('' = fence only)."""
+    return float(extracted.fenced and bool(extracted.code.strip()) and marker in extracted.code)

@@ -1,0 +1,82 @@
+"""verl custom reward function for the code domain.
+
+``compute_score(data_source, solution_str, ground_truth, extra_info=None)`` returns
+``{"score": weighted total, <one key per component>, "forgeable": 0/1}``. Components that
+do not apply (no reference solution) are NaN and add nothing to the score. Batched reward
+managers may pass lists for the first four arguments; a list of dicts comes back.
+
+``ground_truth`` (a dict or its JSON string) holds the row fields of
+``corrgrpo.data.code``: ``preamble``, ``test``, ``entry_point``, ``reference``,
+``stdin_tests``, ``format_marker``, ``continuation``. The layout of the paper's public
+verl data (``prompt`` = import preamble, ``reference_solution``) is accepted too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from corrgrpo.rewards.code.rewards import get_default_scorer
+from corrgrpo.rewards.code.scoring import COMPONENTS, CodeScore, CodeScorer
+
+
+def ground_truth_row(ground_truth: Any) -> dict[str, Any]:
+    """A scoring row from verl's ``ground_truth`` (dict or JSON text)."""
+    if isinstance(ground_truth, bytes):
+        ground_truth = ground_truth.decode("utf-8")
+    if isinstance(ground_truth, str):
+        try:
+            ground_truth = json.loads(ground_truth)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"code ground_truth is not valid JSON: {err.msg}") from err
+    if not isinstance(ground_truth, Mapping):
+        raise TypeError(
+            f"code ground_truth must be a dict or JSON object, got {type(ground_truth).__name__}"
+        )
+    row = dict(ground_truth)
+    if "preamble" not in row and isinstance(row.get("prompt"), str):
+        row["preamble"] = row["prompt"]
+    if "reference" not in row and "reference_solution" in row:
+        row["reference"] = row["reference_solution"]
+    return row
+
+
+def score_dict(score: CodeScore, weights: Mapping[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {"score": score.total(dict(weights))}
+    for name, value in score.components().items():
+        out[name] = math.nan if value is None else float(value)
+    out["forgeable"] = float(score.forgeable)
+    return out
+
+
+def compute_score(
+    data_source: Any,
+    solution_str: Any,
+    ground_truth: Any,
+    extra_info: Any = None,
+    *,
+    scorer: CodeScorer | None = None,
+    **weights: float,
+) -> dict[str, float] | list[dict[str, float]]:
+    """Score one response (or a batch, when the arguments are lists).
+
+    Keyword ``<component>_weight=...`` overrides a weight, e.g. ``efficiency_weight=0``.
+    """
+    del data_source, extra_info  # every code source is scored the same way
+    scorer = scorer if scorer is not None else get_default_scorer()
+    merged = dict(scorer.weights)
+    for key, value in weights.items():
+        name = key.removesuffix("_weight")
+        if name not in COMPONENTS:
+            raise TypeError(f"compute_score got an unexpected keyword argument {key!r}")
+        merged[name] = float(value)
+    batched = isinstance(solution_str, (list, tuple))
+    solutions = list(solution_str) if batched else [solution_str]
+    truths = list(ground_truth) if batched else [ground_truth]
+    if len(truths) != len(solutions):
+        raise ValueError(f"{len(solutions)} solutions but {len(truths)} ground truths")
+    scores = scorer.score([ground_truth_row(t) for t in truths], solutions)
+    results = [score_dict(s, merged) for s in scores]
+    return results if batched else results[0]

@@ -1,0 +1,120 @@
+"""Rewards decided without execution: extraction, format, syntax, compile, AST similarity."""
+
+from __future__ import annotations
+
+import pytest
+
+from corrgrpo.rewards.code.extract import completion_text, extract_code, format_reward
+from corrgrpo.rewards.code.static import (
+    ast_similarity,
+    ast_structure,
+    build_program,
+    compiles,
+    syntax_reward,
+)
+
+SOLUTION = "class Solution:\n    def add(self, a: int, b: int) -> int:\n        return a + b\n"
+
+
+def test_code_extract_prefers_block_with_class_solution_then_longest() -> None:
+    starter = "```python\nclass Solution:\n    def add(self, a, b):\n```"
+    helper = "```python\n" + "x = 1\n" * 30 + "```"
+    text = f"Starter:\n{starter}\nHelper:\n{helper}\nAnswer:\n```python\n{SOLUTION}```"
+    got = extract_code(text)
+    assert got.fenced
+    # two blocks contain the marker; the longer (the full answer) wins over the starter
+    assert got.code == SOLUTION
+    assert format_reward(got) == 1.0
+
+
+def test_code_extract_without_marker_block_takes_longest() -> None:
+    text = "```python\na = 1\n```\n```py\ndef f():\n    return 2\n```"
+    got = extract_code(text)
+    assert got.code == "def f():\n    return 2\n"
+    assert format_reward(got) == 0.0  # no class Solution
+    assert format_reward(got, marker="def f") == 1.0
+
+
+def test_code_extract_keeps_first_line_indentation_and_handles_think() -> None:
+    text = "<think>```python\nwrong()\n```</think>\n```python\n    return x\n```"
+    assert extract_code(text).code == "    return x\n"
+
+
+def test_code_unfenced_response_has_code_but_no_format() -> None:
+    got = extract_code("Here you go: " + SOLUTION)
+    assert not got.fenced
+    assert got.code == SOLUTION
+    assert format_reward(got) == 0.0
+    assert extract_code("").code == ""
+    assert format_reward(extract_code("```python\n```")) == 0.0
+
+
+def test_code_completion_text_accepts_chat_messages() -> None:
+    messages = [{"role": "assistant", "content": "hello"}]
+    assert completion_text(messages) == "hello"
+    assert completion_text("plain") == "plain"
+    assert completion_text([]) == ""
+    with pytest.raises(TypeError):
+        completion_text(12)
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        (SOLUTION, 1.0),
+        ("", 0.0),
+        ("   \n", 0.0),
+        ("def f(:\n", 0.0),
+        ("x = '\\x00'", 1.0),  # an escape in a literal is fine
+        ("a\x00b", 0.0),  # NUL byte in source: ValueError, not a crash
+        ("(" * 5000 + ")" * 5000, 0.0),  # too deeply nested for the parser
+    ],
+)
+def test_code_syntax_reward(code: str, expected: float) -> None:
+    assert syntax_reward(code) == expected
+
+
+def test_code_compile_catches_what_parse_alone_misses() -> None:
+    code = "from __future__ import annotations\nx = 1\n"
+    assert syntax_reward(code) == 1.0
+    program = build_program("import math\n", code, "def check(candidate):\n    pass\n", "f")
+    assert program.endswith("check(f)\n")
+    assert not compiles(program)  # a __future__ import after other code
+    assert compiles(build_program("", code, "def check(c):\n    pass\n", "f"))
+    assert not compiles("return 1\n")  # 'return' outside function only fails at compile
+
+
+def test_code_ast_structure_ignores_identifiers_and_literals() -> None:
+    a = "def f(x):\n    return x + 1\n"
+    b = "def g(y):\n    return y + 42\n"
+    assert ast_structure(a) == ast_structure(b)
+    tokens = ast_structure(a)
+    assert tokens is not None
+    assert tokens[0] == "Module" and tokens[-1] == "/Module"
+    # each opening token has exactly one closing token
+    assert sum(t.startswith("/") for t in tokens) * 2 == len(tokens)
+    assert ast_similarity(a, b) == 1.0
+
+
+def test_code_ast_similarity_values() -> None:
+    reference = SOLUTION
+    different = "import sys\nfor line in sys.stdin:\n    print(line[::-1])\n"
+    score = ast_similarity(different, reference)
+    assert score is not None and 0.0 < score < 0.6
+    assert ast_similarity("def f(:", reference) == 0.0
+    assert ast_similarity(SOLUTION, "not python (") == 0.0
+    assert ast_similarity(SOLUTION, "") is None  # no reference: not applicable
+    deep = "x = " + "[" * 3000 + "]" * 3000
+    assert ast_similarity(deep, reference) == 0.0
+
+
+def test_code_ast_similarity_is_sequence_matcher_ratio() -> None:
+    import difflib
+
+    a = "def f(a):\n    if a:\n        return 1\n    return 2\n"
+    b = "def f(a):\n    return 2\n"
+    ta, tb = ast_structure(a), ast_structure(b)
+    assert ta is not None and tb is not None
+    expected = difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio()
+    assert ast_similarity(a, b) == pytest.approx(expected)
+    assert 0.0 < expected < 1.0
