@@ -1,0 +1,390 @@
+"""Sandbox worker ("zygote"): a pre-started interpreter that forks one isolated child per run.
+
+Started by :class:`corrgrpo.sandbox.SandboxPool` as ``python -m corrgrpo.sandbox._worker CONFIG``.
+Protocol on two pipes (big-endian lengths):
+
+- pool -> worker: ``u32 header_len, header JSON (limits only), u32 body_len, body JSON``;
+- worker -> pool: frames ``kind: 1 byte, u32 length, payload``; kinds ``K`` (ready, JSON),
+  ``O``/``E``/``R`` (stdout, stderr, result-channel bytes), ``X`` (end of run, JSON).
+
+The worker never executes untrusted code itself and keeps no sample data in Python objects:
+bodies and relayed output pass through reused bytearrays that are wiped after every run, so a
+later sample forked from this process cannot find an earlier sample's code or results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+from typing import Any
+
+from corrgrpo.sandbox import _syscalls as sc
+
+PRELOADED_MODULES = (
+    "typing",
+    "functools",
+    "collections",
+    "itertools",
+    "heapq",
+    "bisect",
+    "string",
+    "operator",
+    "math",
+    "datetime",
+    "re",
+    "random",
+    "json",
+    "fractions",
+    "decimal",
+    "statistics",
+    "copy",
+    "array",
+    "dataclasses",
+    "enum",
+    "abc",
+    "io",
+    "textwrap",
+    "cmath",
+    "numbers",
+    "queue",
+    "corrgrpo.sandbox._harness",
+    "corrgrpo.sandbox.values",
+    "corrgrpo.sandbox.isolation",
+)
+RESULT_CHANNEL_LIMIT = 64 << 20
+_CHUNK = 1 << 16
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_FRAME = struct.Struct(">cI")
+_LENGTH = struct.Struct(">I")
+
+
+def _read_exact_into(fd: int, buffer: bytearray, size: int) -> bool:
+    view = memoryview(buffer)[:size]
+    done = 0
+    while done < size:
+        count = os.readv(fd, [view[done:]])
+        if count == 0:
+            return False
+        done += count
+    return True
+
+
+def _write_all(fd: int, *parts: bytes | memoryview) -> None:
+    for part in parts:
+        view = memoryview(part)
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def _wipe(buffer: bytearray) -> None:
+    buffer[:] = bytes(len(buffer))
+
+
+def _process_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid`` (all threads, plus children it reaped), as precise as /proc allows."""
+    total = 0.0
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        total = sum(int(fields[i]) for i in (11, 12, 13, 14)) / _CLOCK_TICKS
+        with open(f"/proc/{pid}/schedstat", "rb") as handle:
+            total = max(total, int(handle.read().split()[0]) / 1e9)
+    except (OSError, IndexError, ValueError):
+        pass
+    return total
+
+
+class Worker:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.request_fd: int = config["request_fd"]
+        self.reply_fd: int = config["reply_fd"]
+        self.isolated: bool = config["isolation"] == "namespaces"
+        self.uid: int = config["uid"]
+        self.cpu_count = max(1, os.cpu_count() or 1)
+        self.body = bytearray(1 << 16)
+        self.chunk = bytearray(_CHUNK)
+
+    # -- framing ---------------------------------------------------------------------------
+    def send(self, kind: bytes, payload: bytes | memoryview) -> None:
+        _write_all(self.reply_fd, _FRAME.pack(kind, len(payload)), payload)
+
+    def read_request(self) -> tuple[dict[str, Any], int] | None:
+        size_raw = bytearray(4)
+        if not _read_exact_into(self.request_fd, size_raw, 4):
+            return None
+        header_raw = bytearray(_LENGTH.unpack(size_raw)[0])
+        if not _read_exact_into(self.request_fd, header_raw, len(header_raw)):
+            return None
+        header = json.loads(header_raw.decode())
+        if not _read_exact_into(self.request_fd, size_raw, 4):
+            return None
+        body_len = _LENGTH.unpack(size_raw)[0]
+        if body_len > len(self.body):
+            _wipe(self.body)
+            self.body = bytearray(1 << max(16, math.ceil(math.log2(body_len))))
+        if not _read_exact_into(self.request_fd, self.body, body_len):
+            return None
+        return header, body_len
+
+    # -- one run ---------------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            request = self.read_request()
+            if request is None:
+                return
+            header, body_len = request
+            try:
+                summary = self.run_one(header, body_len)
+            except Exception as error:  # a worker fault, reported as harness_error
+                summary = {"harness_error": f"{type(error).__name__}: {error}"}
+            finally:
+                _wipe(self.body)
+                _wipe(self.chunk)
+            self.send(b"X", json.dumps(summary).encode())
+
+    def run_one(self, header: dict[str, Any], body_len: int) -> dict[str, Any]:
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        res_r, res_w = os.pipe()
+        scratch = None
+        if not self.isolated:
+            scratch = tempfile.mkdtemp(prefix="corrgrpo-sandbox-")
+            os.chmod(scratch, 0o777)
+            header = {**header, "scratch": scratch}
+        flags = sc.CLONE_NEWPID | sc.CLONE_NEWNS | sc.CLONE_NEWIPC if self.isolated else 0
+        started = time.monotonic()
+        pidfd = -1
+        try:
+            # One raw clone per run: the child is PID 1 of a fresh PID namespace, so everything
+            # it starts dies with it; this process only supervises and relays.
+            child = sc.clone_process(flags)
+            if child == 0:
+                _child_main(
+                    header,
+                    bytes(memoryview(self.body)[:body_len]),
+                    (out_w, err_w, res_w),
+                    self.isolated,
+                    self.uid,
+                )
+            for fd in (out_w, err_w, res_w):
+                os.close(fd)
+            out_w = err_w = res_w = -1
+            pidfd = os.pidfd_open(child)
+            summary = self._supervise(header, child, pidfd, (out_r, err_r, res_r), started)
+            summary.update(self._reap(child))
+            summary["wall"] = time.monotonic() - started
+            return summary
+        finally:
+            for fd in (out_r, err_r, res_r, out_w, err_w, res_w, pidfd):
+                if fd >= 0:
+                    os.close(fd)
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+    @staticmethod
+    def _reap(pid: int) -> dict[str, Any]:
+        _, status, usage = os.wait4(pid, 0)
+        return {
+            "status": status,
+            "cpu": usage.ru_utime + usage.ru_stime,
+            "maxrss_kb": usage.ru_maxrss,
+        }
+
+    def _supervise(
+        self,
+        header: dict[str, Any],
+        child: int,
+        pidfd: int,
+        fds: tuple[int, int, int],
+        started: float,
+    ) -> dict[str, Any]:
+        out_r, err_r, res_r = fds
+        kinds = {out_r: b"O", err_r: b"E", res_r: b"R"}
+        limits = {out_r: header["out"], err_r: header["out"], res_r: RESULT_CHANNEL_LIMIT}
+        sent = {out_r: 0, err_r: 0, res_r: 0}
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        poller.register(pidfd, select.POLLIN)
+        poller.register(self.request_fd, select.POLLHUP)
+        cpu_limit = float(header["cpu"])
+        wall_deadline = started + float(header["wall"])
+        next_cpu_check = started + cpu_limit / self.cpu_count
+        killed: str | None = None
+        open_fds = set(fds)
+        exited = False
+        cpu_at_kill: float | None = None
+        while not exited and killed is None:
+            now = time.monotonic()
+            if now >= wall_deadline:
+                killed = "wall"
+                break
+            if now >= next_cpu_check:
+                used = _process_cpu_seconds(child)
+                if used >= cpu_limit:
+                    killed, cpu_at_kill = "cpu", used
+                    break
+                next_cpu_check = now + min(0.05, max(0.001, (cpu_limit - used) / self.cpu_count))
+            timeout_ms = max(1, math.ceil((min(wall_deadline, next_cpu_check) - now) * 1000))
+            for fd, _event in poller.poll(timeout_ms):
+                if fd == pidfd:
+                    exited = True
+                elif fd == self.request_fd:
+                    killed = "pool_gone"
+                elif fd in open_fds:
+                    if not self._relay(fd, kinds[fd], limits[fd], sent):
+                        poller.unregister(fd)
+                        open_fds.discard(fd)
+                    if sent[fd] > limits[fd]:
+                        killed = "output" if fd != res_r else "result_size"
+        kill_time = time.monotonic()
+        if killed is not None:
+            self._kill(child, pidfd)
+        else:
+            self._kill(
+                child, pidfd
+            )  # PID 1 is gone; this also ends stragglers in rlimits-only mode
+        # Writers are dead now: drain what is left in the pipes, within the caps.
+        for fd in list(open_fds):
+            while sent[fd] <= limits[fd] and self._relay(fd, kinds[fd], limits[fd], sent):
+                pass
+            if sent[fd] > limits[fd] and killed is None:
+                killed = "output" if fd != res_r else "result_size"
+        summary: dict[str, Any] = {"killed": killed}
+        if killed == "wall":
+            summary["overshoot"] = kill_time - wall_deadline
+        elif killed == "cpu" and cpu_at_kill is not None:
+            summary["overshoot"] = cpu_at_kill - cpu_limit
+        return summary
+
+    def _relay(self, fd: int, kind: bytes, limit: int, sent: dict[int, int]) -> bool:
+        try:
+            count = os.readv(fd, [self.chunk])
+        except BlockingIOError:
+            return False
+        if count == 0:
+            return False
+        allowed = max(0, min(count, limit - sent[fd]))
+        if allowed:
+            self.send(kind, memoryview(self.chunk)[:allowed])
+        sent[fd] += count
+        return True
+
+    def _kill(self, child: int, pidfd: int) -> None:
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if not self.isolated:
+            try:
+                os.killpg(child, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _child_main(
+    header: dict[str, Any], body_raw: bytes, fds: tuple[int, int, int], isolated: bool, uid: int
+) -> None:
+    """The sandboxed process (PID 1 of its namespace when isolated). Never returns."""
+    try:
+        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        body = json.loads(body_raw)
+        del body_raw
+        if isolated:
+            from corrgrpo.sandbox.isolation import setup_run_mounts
+
+            setup_run_mounts()
+        else:
+            os.setsid()
+        stdin_fd = os.memfd_create("stdin")
+        stdin_text = (body.get("stdin") or "").encode()
+        _write_all(stdin_fd, stdin_text)
+        os.lseek(stdin_fd, 0, os.SEEK_SET)
+        out_w, err_w, res_w = fds
+        os.dup2(stdin_fd, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        os.dup2(res_w, 3)
+        os.closerange(4, 1 << 16)
+        cpu_soft = math.ceil(float(header["cpu"])) + 1
+        limits = {
+            resource.RLIMIT_AS: header["mem"],
+            resource.RLIMIT_CPU: (cpu_soft, cpu_soft + 1),
+            resource.RLIMIT_FSIZE: header["fsize"],
+            resource.RLIMIT_NOFILE: header["nofile"],
+            resource.RLIMIT_CORE: 0,
+            resource.RLIMIT_MEMLOCK: 0,
+            resource.RLIMIT_MSGQUEUE: 0,
+        }
+        if isolated or os.geteuid() == 0:
+            # Counted per uid: only meaningful for the run's own uid, not a shared login uid.
+            limits[resource.RLIMIT_NPROC] = header["nproc"]
+        for which, value in limits.items():
+            pair = value if isinstance(value, tuple) else (value, value)
+            resource.setrlimit(which, pair)
+        if os.geteuid() == 0:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+        if isolated:
+            os.chdir("/tmp")
+        else:
+            os.chdir(header["scratch"])
+        os.environ.clear()
+        os.environ.update(
+            {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": "/tmp",
+                "LANG": "C.UTF-8",
+                "TMPDIR": os.getcwd(),
+            }
+        )
+        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(number, signal.SIG_DFL)
+        import random
+
+        random.seed()  # the raw clone skipped the at-fork reseed
+        from corrgrpo.sandbox import _harness
+
+        _harness.install_streams()
+        _harness.run(body, 3)
+        os._exit(0)
+    except BaseException:
+        os._exit(70)
+
+
+def main(argv: list[str]) -> int:
+    config = json.loads(argv[1])
+    ready: dict[str, Any] = {"isolated": False, "pid": os.getpid()}
+    try:
+        # Import first: the project tree is hidden once the filesystem view is in place.
+        for name in PRELOADED_MODULES:
+            __import__(name)
+        if config["isolation"] == "namespaces":
+            from corrgrpo.sandbox.isolation import setup_worker_namespaces
+
+            setup_worker_namespaces(config["hidden_paths"], config["exposed_paths"])
+            ready["isolated"] = True
+    except Exception as error:
+        ready["error"] = f"{type(error).__name__}: {error}"
+    worker = Worker(config)
+    worker.send(b"K", json.dumps(ready).encode())
+    if "error" in ready:
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    worker.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,385 @@
+"""The trusted side: a pool of pre-started sandbox workers and batched execution."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import queue
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from corrgrpo.sandbox.isolation import (
+    DEFAULT_ALLOWED_PACKAGES,
+    DEFAULT_HIDDEN_PATHS,
+    default_exposed_paths,
+)
+from corrgrpo.sandbox.judge import RawRun, judge
+from corrgrpo.sandbox.requests import ExecutionRequest, ExecutionResult
+
+logger = logging.getLogger(__name__)
+
+ISOLATION_MODES = ("auto", "namespaces", "none")
+ISOLATION_ENV = "CORRGRPO_SANDBOX_ISOLATION"
+NOT_ISOLATED_WARNING = (
+    "corrgrpo sandbox is NOT ISOLATED: Linux namespaces are unavailable here (needs root or "
+    "unprivileged user namespaces), so untrusted programs run with rlimits only. They can read "
+    "and write your files, reach the network and leave processes behind. Do not run untrusted "
+    "model output like this outside a disposable machine or container."
+)
+_FRAME = struct.Struct(">cI")
+_LENGTH = struct.Struct(">I")
+_START_TIMEOUT_S = 60.0
+_REPLY_GRACE_S = 10.0
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not be started or a worker failed unrecoverably."""
+
+
+class NotIsolatedWarning(RuntimeWarning):
+    """Programs run without namespaces (rlimits only)."""
+
+
+def _package_root() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.dirname(os.path.dirname(here))
+
+
+class _WorkerProcess:
+    """One pre-started worker and the pipes to it (used by one thread at a time)."""
+
+    def __init__(
+        self, index: int, isolation: str, hidden: Sequence[str], exposed: Sequence[str]
+    ) -> None:
+        self.index = index
+        self.isolation = isolation
+        self.hidden = list(hidden)
+        self.exposed = list(exposed)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.isolated = False
+        self.start()
+
+    def start(self) -> None:
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        # A distinct uid per worker keeps RLIMIT_NPROC and file ownership per sandbox.
+        uid = 100_000 + (os.getpid() % 100_000) * 64 + self.index % 64 + 1
+        config = {
+            "request_fd": request_r,
+            "reply_fd": reply_w,
+            "isolation": self.isolation,
+            "uid": uid,
+            "hidden_paths": self.hidden,
+            "exposed_paths": self.exposed,
+        }
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": _package_root(),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "corrgrpo.sandbox._worker", json.dumps(config)],
+                pass_fds=(request_r, reply_w),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=env,
+                close_fds=True,
+            )
+        finally:
+            os.close(request_r)
+            os.close(reply_w)
+        self.request_w = request_w
+        self.reply_r = reply_r
+        kind, payload = self._read_frame(time.monotonic() + _START_TIMEOUT_S)
+        ready = json.loads(payload) if kind == b"K" else {"error": "no ready message"}
+        if "error" in ready:
+            self.close()
+            raise SandboxError(
+                f"sandbox worker failed to start ({self.isolation}): {ready['error']}"
+            )
+        self.isolated = bool(ready.get("isolated"))
+
+    def _read_exact(self, size: int, deadline: float) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("sandbox worker did not answer in time")
+            readable, _, _ = select.select([self.reply_r], [], [], remaining)
+            if not readable:
+                continue
+            piece = os.read(self.reply_r, size - len(data))
+            if not piece:
+                raise EOFError("sandbox worker exited")
+            data += piece
+        return bytes(data)
+
+    def _read_frame(self, deadline: float) -> tuple[bytes, bytes]:
+        kind, size = _FRAME.unpack(self._read_exact(_FRAME.size, deadline))
+        return kind, self._read_exact(size, deadline)
+
+    def execute(self, request: ExecutionRequest) -> RawRun:
+        header = {
+            "cpu": float(request.cpu_time_limit_s),
+            "wall": request.wall_limit,
+            "mem": int(request.memory_limit_bytes),
+            "out": int(request.output_limit_bytes),
+            "fsize": int(request.file_size_limit_bytes),
+            "nofile": int(request.open_files_limit),
+            "nproc": int(request.processes_limit),
+        }
+        body: dict[str, Any] = {
+            "mode": request.mode,
+            "program": request.program,
+            "entry_point": request.entry_point,
+        }
+        if request.calls is not None:
+            body["calls"] = [[test.call, test.adapter] for test in request.calls]
+        if request.assert_test is not None:
+            body["assert_test"] = request.assert_test
+        if request.mode == "stdio":
+            body["stdin"] = request.stdin or ""
+        header_raw = json.dumps(header).encode()
+        body_raw = json.dumps(body).encode("utf-8", "surrogatepass")
+        message = b"".join(
+            [_LENGTH.pack(len(header_raw)), header_raw, _LENGTH.pack(len(body_raw)), body_raw]
+        )
+        deadline = time.monotonic() + request.wall_limit + _REPLY_GRACE_S
+        streams: dict[bytes, bytearray] = {b"O": bytearray(), b"E": bytearray(), b"R": bytearray()}
+        writer = threading.Thread(target=self._send, args=(message,), daemon=True)
+        writer.start()  # the body can exceed the pipe buffer while the worker reads it
+        while True:
+            kind, payload = self._read_frame(deadline)
+            if kind in streams:
+                streams[kind] += payload
+            elif kind == b"X":
+                writer.join()
+                summary = json.loads(payload)
+                return RawRun(
+                    bytes(streams[b"O"]),
+                    bytes(streams[b"E"]),
+                    bytes(streams[b"R"]),
+                    summary,
+                    self.isolated,
+                )
+
+    def _send(self, message: bytes) -> None:
+        try:
+            view = memoryview(message)
+            while view:
+                view = view[os.write(self.request_w, view) :]
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for fd_name in ("request_w", "reply_r"):
+            fd = getattr(self, fd_name, None)
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, fd_name, None)
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+    def restart(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+        self.close()
+        self.start()
+
+
+def namespaces_available() -> bool:
+    """Can this process create the namespaces the isolated mode needs? (probes in a child)"""
+    from corrgrpo.sandbox import _syscalls as sc
+
+    probe = os.fork()
+    if probe == 0:
+        try:
+            sc.unshare(
+                sc.CLONE_NEWNS
+                | sc.CLONE_NEWNET
+                | sc.CLONE_NEWPID
+                | sc.CLONE_NEWIPC
+                | sc.CLONE_NEWUTS
+            )
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(probe, 0)
+    return os.waitstatus_to_exitcode(status) == 0 and os.geteuid() == 0
+
+
+class SandboxPool:
+    """A long-lived pool of pre-started sandbox workers.
+
+    ``workers`` defaults to the number of CPUs. ``isolation``: ``auto`` (namespaces when
+    available, else rlimits only with a loud :class:`NotIsolatedWarning`), ``namespaces``
+    (fail if unavailable) or ``none`` (rlimits only, warns); the environment variable
+    ``CORRGRPO_SANDBOX_ISOLATION`` overrides ``auto``. Workers are separate interpreters started
+    with ``exec``, so the pool may be created at any time, even with threads running.
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        isolation: str = "auto",
+        hidden_paths: Iterable[str] = DEFAULT_HIDDEN_PATHS,
+        exposed_paths: Iterable[str] | None = None,
+        allowed_packages: Iterable[str] = DEFAULT_ALLOWED_PACKAGES,
+    ) -> None:
+        if workers is not None and (not isinstance(workers, int) or workers < 1):
+            raise ValueError(f"workers must be a positive int, got {workers!r}")
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
+        if isolation == "auto":
+            isolation = os.environ.get(ISOLATION_ENV, "auto")
+            if isolation not in ISOLATION_MODES:
+                raise ValueError(
+                    f"{ISOLATION_ENV} must be one of {ISOLATION_MODES}, got {isolation!r}"
+                )
+        if isolation == "auto":
+            isolation = "namespaces" if namespaces_available() else "none"
+        elif isolation == "namespaces" and not namespaces_available():
+            raise SandboxError(
+                "isolation='namespaces' requested but namespaces are unavailable (run as root)"
+            )
+        if isolation == "none":
+            logger.error(NOT_ISOLATED_WARNING)
+            warnings.warn(NOT_ISOLATED_WARNING, NotIsolatedWarning, stacklevel=2)
+        self.isolation = isolation
+        self.size = workers or max(1, os.cpu_count() or 1)
+        exposed = (
+            list(exposed_paths)
+            if exposed_paths is not None
+            else default_exposed_paths(allowed_packages)
+        )
+        self._idle: queue.Queue[_WorkerProcess] = queue.Queue()
+        self._workers: list[_WorkerProcess] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            for index in range(self.size):
+                worker = _WorkerProcess(index, isolation, list(hidden_paths), exposed)
+                self._workers.append(worker)
+                self._idle.put(worker)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def isolated(self) -> bool:
+        return self.isolation == "namespaces"
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every worker (idempotent)."""
+        with self._lock:
+            self._closed = True
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close()
+
+    def run_one(self, request: ExecutionRequest) -> ExecutionResult:
+        return self.run([request])[0]
+
+    def run(
+        self, requests: Sequence[ExecutionRequest], progress: bool = False
+    ) -> list[ExecutionResult]:
+        """Run ``requests`` in parallel on the pool; results come back in request order."""
+        if self._closed:
+            raise SandboxError("the sandbox pool is closed")
+        requests = list(requests)
+        for position, request in enumerate(requests):
+            if not isinstance(request, ExecutionRequest):
+                raise TypeError(
+                    f"requests[{position}] is {type(request).__name__}, not ExecutionRequest"
+                )
+            try:
+                request.validate()
+            except (ValueError, TypeError) as error:
+                raise type(error)(f"requests[{position}]: {error}") from None
+        results: list[ExecutionResult | None] = [None] * len(requests)
+        bar = _progress_bar(len(requests)) if progress else None
+        with ThreadPoolExecutor(max_workers=min(self.size, max(1, len(requests)))) as executor:
+            futures = [executor.submit(self._execute, request) for request in requests]
+            for position, future in enumerate(futures):
+                results[position] = future.result()
+                if bar is not None:
+                    bar.advance()
+        if bar is not None:
+            bar.close()
+        return [result for result in results if result is not None]
+
+    def _execute(self, request: ExecutionRequest) -> ExecutionResult:
+        worker = self._idle.get()
+        try:
+            raw = worker.execute(request)
+        except (EOFError, TimeoutError, OSError, ValueError) as error:
+            logger.warning("sandbox worker %d failed (%s); restarting it", worker.index, error)
+            try:
+                worker.restart()
+            except SandboxError as restart_error:
+                logger.error("sandbox worker %d could not restart: %s", worker.index, restart_error)
+            raw = RawRun(
+                b"", b"", b"", {"harness_error": f"worker failure: {error}"}, worker.isolated
+            )
+        finally:
+            self._idle.put(worker)
+        return judge(request, raw)
+
+
+class _progress_bar:  # noqa: N801 - small context helper
+    def __init__(self, total: int) -> None:
+        from rich.progress import Progress
+
+        self._progress = Progress(transient=False)
+        self._progress.start()
+        self._task = self._progress.add_task("sandbox", total=total)
+
+    def advance(self) -> None:
+        self._progress.advance(self._task)
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+_default_pool: SandboxPool | None = None
+_default_lock = threading.Lock()
+
+
+def get_default_pool() -> SandboxPool:
+    """A process-wide pool (created on first use, closed at exit) for reward functions."""
+    global _default_pool
+    with _default_lock:
+        if _default_pool is None or _default_pool._closed:
+            _default_pool = SandboxPool()
+            atexit.register(_default_pool.close)
+        return _default_pool

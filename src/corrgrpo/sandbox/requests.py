@@ -1,0 +1,253 @@
+"""Plain data types of the sandbox API: tests, requests, per-call outcomes and results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal[
+    "passed",
+    "wrong_answer",
+    "runtime_error",
+    "timeout",
+    "memory",
+    "output_limit",
+    "crash",
+    "syntax_error",
+    "harness_error",
+]
+STATUSES: tuple[str, ...] = (
+    "passed",
+    "wrong_answer",
+    "runtime_error",
+    "timeout",
+    "memory",
+    "output_limit",
+    "crash",
+    "syntax_error",
+    "harness_error",
+)
+Comparison = Literal["eq", "is", "truthy", "falsy", "close"]
+ADAPTERS: tuple[str, ...] = ("linked_list", "binary_tree")
+TRANSFORMS: tuple[str, ...] = (
+    "tuple",
+    "list",
+    "sorted",
+    "set",
+    "frozenset",
+    "len",
+    "abs",
+    "bool",
+    "str",
+    "int",
+    "float",
+    "round",
+)
+
+DEFAULT_CPU_TIME_LIMIT_S = 5.0
+DEFAULT_MEMORY_LIMIT_BYTES = 1 << 30
+DEFAULT_OUTPUT_LIMIT_BYTES = 1 << 20
+DEFAULT_FILE_SIZE_LIMIT_BYTES = 1 << 20
+DEFAULT_OPEN_FILES = 32
+DEFAULT_PROCESSES = 32
+
+
+@dataclass(frozen=True)
+class CallTest:
+    """One function-call test: run ``call`` in the sandbox, judge its result outside.
+
+    ``call`` is Python source of an expression that calls ``candidate`` (bound to the request's
+    ``entry_point``), e.g. ``"candidate(nums=[2, 7], target=9)"``. Only ``call`` and ``adapter``
+    enter the sandbox; ``expected`` stays on the trusted side.
+
+    ``compare``: ``eq`` (``result == expected``), ``is`` (``result is expected`` for True/False/None),
+    ``truthy``/``falsy`` (``assert result`` / ``assert not result``), ``close``
+    (``abs(result - expected) < tolerance``, ``<=`` when ``inclusive``).
+    ``transforms`` are builtins applied to the decoded result on the trusted side before the
+    comparison, innermost first, as ``(name, extra_args)`` (from ``tuple(candidate(...))``,
+    ``round(candidate(...), 2)``).
+    ``adapter`` converts a returned ``ListNode``/``TreeNode`` into node values in the sandbox.
+    """
+
+    call: str
+    expected: Any = None
+    compare: Comparison = "eq"
+    tolerance: float = 0.0
+    inclusive: bool = False
+    transforms: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    adapter: str | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.call, str) or not self.call.strip():
+            raise ValueError("CallTest.call must be a non-empty expression source")
+        if self.compare not in ("eq", "is", "truthy", "falsy", "close"):
+            raise ValueError(
+                f"CallTest.compare must be eq/is/truthy/falsy/close, got {self.compare!r}"
+            )
+        if self.adapter is not None and self.adapter not in ADAPTERS:
+            raise ValueError(
+                f"CallTest.adapter must be one of {ADAPTERS} or None, got {self.adapter!r}"
+            )
+        for name, _ in self.transforms:
+            if name not in TRANSFORMS:
+                raise ValueError(f"unsupported transform {name!r}; allowed: {TRANSFORMS}")
+
+
+@dataclass
+class ExecutionRequest:
+    """One program to run. Exactly one test mode must be given:
+
+    - ``calls`` (with ``entry_point``): function-call tests judged on the trusted side;
+    - ``assert_test`` (with ``entry_point``): source defining ``check(candidate)``, run inside the
+      sandbox; its verdict is reported as ``forgeable`` (the program can fake it);
+    - ``expected_stdout`` (optionally ``stdin``): a stdin/stdout program judged on its full output.
+
+    ``program`` is the complete source (preamble + candidate code). Limits: CPU seconds (the
+    verdict), a wall-clock backstop (default ``3 * cpu + 2``, for sleeping or starved programs),
+    address space, captured output,
+    file size, open files and processes.
+    """
+
+    program: str
+    entry_point: str | None = None
+    calls: list[CallTest] | None = None
+    assert_test: str | None = None
+    stdin: str | None = None
+    expected_stdout: str | None = None
+    cpu_time_limit_s: float = DEFAULT_CPU_TIME_LIMIT_S
+    wall_time_limit_s: float | None = None
+    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
+    output_limit_bytes: int = DEFAULT_OUTPUT_LIMIT_BYTES
+    file_size_limit_bytes: int = DEFAULT_FILE_SIZE_LIMIT_BYTES
+    open_files_limit: int = DEFAULT_OPEN_FILES
+    processes_limit: int = DEFAULT_PROCESSES
+    float_rel_tol: float = 0.0
+    float_abs_tol: float = 0.0
+    tag: Any = None
+
+    @property
+    def mode(self) -> str:
+        """``calls``, ``assert`` or ``stdio``."""
+        if self.calls is not None:
+            return "calls"
+        if self.assert_test is not None:
+            return "assert"
+        return "stdio"
+
+    def validate(self) -> None:
+        """Raise ValueError/TypeError naming the first problem with this request."""
+        if not isinstance(self.program, str):
+            raise TypeError(f"program must be str, got {type(self.program).__name__}")
+        modes = [
+            self.calls is not None,
+            self.assert_test is not None,
+            self.expected_stdout is not None,
+        ]
+        if sum(modes) != 1:
+            raise ValueError("give exactly one of calls, assert_test or expected_stdout")
+        if self.stdin is not None and self.expected_stdout is None:
+            raise ValueError("stdin is only used with expected_stdout (stdin/stdout mode)")
+        if self.mode in ("calls", "assert") and not (
+            isinstance(self.entry_point, str) and self.entry_point.strip()
+        ):
+            raise ValueError(f"{self.mode} mode needs entry_point, e.g. 'Solution().twoSum'")
+        if self.calls is not None:
+            if not all(isinstance(test, CallTest) for test in self.calls):
+                raise TypeError("calls must be a list of CallTest")
+        if not (self.cpu_time_limit_s > 0):
+            raise ValueError(f"cpu_time_limit_s must be > 0, got {self.cpu_time_limit_s}")
+        if self.wall_time_limit_s is not None and not (self.wall_time_limit_s > 0):
+            raise ValueError(f"wall_time_limit_s must be > 0, got {self.wall_time_limit_s}")
+        for name in (
+            "memory_limit_bytes",
+            "output_limit_bytes",
+            "file_size_limit_bytes",
+            "open_files_limit",
+            "processes_limit",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+    @property
+    def wall_limit(self) -> float:
+        if self.wall_time_limit_s is not None:
+            return float(self.wall_time_limit_s)
+        return 3.0 * float(self.cpu_time_limit_s) + 2.0
+
+
+@dataclass
+class CallOutcome:
+    """What one call did: its decoded ``value`` (or ``error_type``/``error_message``) and verdict."""
+
+    index: int
+    call: str
+    returned: bool = False
+    value: Any = None
+    tagged: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+    passed: bool = False
+
+
+@dataclass
+class ExecutionResult:
+    """Verdict and measurements of one :class:`ExecutionRequest`.
+
+    ``status`` is decided on the trusted side. ``runtime_ok`` is the paper's runtime condition
+    (finished with every test passing or only wrong answers: no exception, timeout or memory
+    error). ``cpu_time_s`` is the kernel's account of the sandboxed process (user + system).
+    ``forgeable`` marks verdicts the program could have faked (assert mode); ``isolated`` is
+    False when the run had rlimits only (no namespaces).
+    """
+
+    status: Status
+    mode: str
+    calls: list[CallOutcome] = field(default_factory=list)
+    stdout: str = ""
+    stderr: str = ""
+    cpu_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    forgeable: bool = False
+    isolated: bool = True
+    message: str = ""
+    exit_code: int | None = None
+    signal: int | None = None
+    tag: Any = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def runtime_ok(self) -> bool:
+        return self.status in ("passed", "wrong_answer")
+
+    @property
+    def n_calls_passed(self) -> int:
+        return sum(outcome.passed for outcome in self.calls)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary (values as ``repr`` text)."""
+        return {
+            "status": self.status,
+            "mode": self.mode,
+            "passed": self.passed,
+            "runtime_ok": self.runtime_ok,
+            "calls": [
+                {
+                    "call": outcome.call,
+                    "passed": outcome.passed,
+                    "value": repr(outcome.value) if outcome.returned else None,
+                    "error": outcome.error_type,
+                    "message": outcome.error_message,
+                }
+                for outcome in self.calls
+            ],
+            "cpu_time_s": self.cpu_time_s,
+            "wall_time_s": self.wall_time_s,
+            "forgeable": self.forgeable,
+            "isolated": self.isolated,
+            "message": self.message,
+        }

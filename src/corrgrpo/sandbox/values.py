@@ -1,0 +1,325 @@
+"""Type-tagged plain data: how results leave the sandbox, and how the trusted side compares them.
+
+Encoding (produced inside the sandbox by :func:`encode_value`, JSON-serializable):
+
+- ``None``, ``bool``, ``str``, small ``int`` and ``float`` map to the JSON value itself; a JSON
+  list is a Python ``list``; every JSON object is a tag ``{"t": <kind>, ...}``.
+- tags: ``tuple``, ``set``, ``frozenset`` (``v``: items), ``dict`` (``v``: ``[key, value]`` pairs),
+  ``int`` (``v``: hex text, for integers beyond 10**18), ``bytes`` (``v``: hex), ``complex``
+  (``v``: ``[real, imag]``), ``linked_list`` / ``binary_tree`` (adapter output: ``v`` is the node
+  values, LeetCode level order for trees), ``opaque`` (``type``: the qualified type name;
+  also used for objects too deep or too large to encode).
+- Subclasses of built-in types are flattened to the base type through the base type's own slots
+  (``int.__int__``, ``list.__iter__`` ...) so an overridden ``__eq__``/``__iter__``/``__int__``
+  never runs on the trusted side and never changes what is reported.
+
+Decoding (trusted side, :func:`decode_value`) rebuilds plain Python values; an opaque object
+becomes an :class:`Opaque`, which is unequal to everything. :func:`values_equal` then applies
+Python's ``==`` to plain data only, so ``(1, 2) != [1, 2]``, ``1 == 1.0`` and ``True == 1`` exactly
+as the reference ``assert candidate(...) == expected`` would decide for honest code. Floats are
+compared exactly by default (the reference harnesses use ``==``); pass ``rel_tol``/``abs_tol``
+to allow a tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MAX_DEPTH = 100
+MAX_NODES = 1_000_000
+_SMALL_INT = 10**18
+
+
+class _Budget:
+    __slots__ = ("nodes",)
+
+    def __init__(self) -> None:
+        self.nodes = 0
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    module = getattr(kind, "__module__", None)
+    name = getattr(kind, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(name, str):
+        return "object"
+    return name if module == "builtins" else f"{module}.{name}"
+
+
+def _opaque(value: Any, reason: str | None = None) -> dict[str, Any]:
+    tag: dict[str, Any] = {"t": "opaque", "type": str.__str__(_type_name(value))}
+    if reason:
+        tag["reason"] = reason
+    return tag
+
+
+def _encode_int(number: int) -> Any:
+    if -_SMALL_INT < number < _SMALL_INT:
+        return number
+    return {"t": "int", "v": int.__format__(number, "x")}
+
+
+def encode_value(value: Any, adapter: str | None = None) -> Any:
+    """Encode ``value`` as tagged plain data (runs inside the sandbox, on untrusted objects)."""
+    budget = _Budget()
+    if adapter == "linked_list":
+        return _encode_linked_list(value, budget)
+    if adapter == "binary_tree":
+        return _encode_binary_tree(value, budget)
+    return _encode(value, 0, budget)
+
+
+def _encode(value: Any, depth: int, budget: _Budget) -> Any:
+    budget.nodes += 1
+    if budget.nodes > MAX_NODES:
+        return _opaque(value, "too_large")
+    if depth > MAX_DEPTH:
+        return _opaque(value, "too_deep")
+    if value is None or value is True or value is False:
+        return value
+    kind = type(value)
+    # isinstance is safe here: it consults the metaclass only for classes that define
+    # __instancecheck__, and builtin base classes do not.
+    if isinstance(value, int):
+        return _encode_int(int.__int__(value))
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, list):
+        return [_encode(item, depth + 1, budget) for item in list.__iter__(value)]
+    if isinstance(value, tuple):
+        return {
+            "t": "tuple",
+            "v": [_encode(item, depth + 1, budget) for item in tuple.__iter__(value)],
+        }
+    if isinstance(value, dict):
+        pairs = [
+            [_encode(key, depth + 1, budget), _encode(item, depth + 1, budget)]
+            for key, item in dict.items(value)
+        ]
+        return {"t": "dict", "v": pairs}
+    if isinstance(value, frozenset):
+        items = frozenset.__iter__(value)
+        return {"t": "frozenset", "v": [_encode(item, depth + 1, budget) for item in items]}
+    if isinstance(value, set):
+        return {"t": "set", "v": [_encode(item, depth + 1, budget) for item in set.__iter__(value)]}
+    if isinstance(value, bytes):
+        return {"t": "bytes", "v": bytes.hex(bytes.__getitem__(value, slice(None)))}
+    if isinstance(value, bytearray):
+        return {"t": "bytes", "v": bytearray.hex(value)}
+    if isinstance(value, complex):
+        real = complex.real.__get__(value)
+        imag = complex.imag.__get__(value)
+        return {"t": "complex", "v": [real, imag]}
+    if getattr(kind, "__module__", "") == "numpy" and getattr(value, "shape", None) == ():
+        # Exact numpy scalar types compare like the Python scalar they hold.
+        try:
+            return _encode(value.item(), depth, budget)
+        except Exception:
+            return _opaque(value)
+    return _opaque(value)
+
+
+def _node_value(node: Any, budget: _Budget) -> Any:
+    return _encode(getattr(node, "val", None), 1, budget)
+
+
+def _encode_linked_list(head: Any, budget: _Budget) -> Any:
+    values = []
+    node = head
+    while node is not None:
+        if not hasattr(node, "val") or len(values) >= MAX_NODES:
+            return _opaque(head, "not_a_list")
+        values.append(_node_value(node, budget))
+        node = getattr(node, "next", None)
+    return {"t": "linked_list", "v": values}
+
+
+def _encode_binary_tree(root: Any, budget: _Budget) -> Any:
+    if root is None:
+        return {"t": "binary_tree", "v": []}
+    values: list[Any] = []
+    queue = [root]
+    position = 0
+    while position < len(queue):
+        node = queue[position]
+        position += 1
+        if node is None:
+            values.append(None)
+            continue
+        if not hasattr(node, "val") or len(queue) > MAX_NODES:
+            return _opaque(root, "not_a_tree")
+        values.append(_node_value(node, budget))
+        queue.append(getattr(node, "left", None))
+        queue.append(getattr(node, "right", None))
+    while values and values[-1] is None:
+        values.pop()
+    return {"t": "binary_tree", "v": values}
+
+
+class Opaque:
+    """An object the sandbox could not express as plain data; equal to nothing."""
+
+    __slots__ = ("type_name", "reason")
+
+    def __init__(self, type_name: str, reason: str | None = None) -> None:
+        self.type_name = type_name
+        self.reason = reason
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __ne__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        suffix = f", {self.reason}" if self.reason else ""
+        return f"<opaque {self.type_name}{suffix}>"
+
+
+class LinkedListValue(tuple):
+    """Node values of a returned linked list (compared only with other linked lists)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LinkedListValue) and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__
+
+
+class BinaryTreeValue(tuple):
+    """Level-order node values of a returned binary tree (trailing ``None`` removed)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BinaryTreeValue) and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__
+
+
+class DecodeError(ValueError):
+    """The tagged data is malformed (the sandboxed program wrote garbage)."""
+
+
+def decode_value(tagged: Any, _depth: int = 0) -> Any:
+    """Rebuild a plain Python value from tagged data (trusted side)."""
+    if _depth > MAX_DEPTH + 2:
+        raise DecodeError("tagged value nested too deeply")
+    if tagged is None or isinstance(tagged, (bool, int, float, str)):
+        return tagged
+    if isinstance(tagged, list):
+        return [decode_value(item, _depth + 1) for item in tagged]
+    if not isinstance(tagged, dict) or not isinstance(tagged.get("t"), str):
+        raise DecodeError(f"malformed tagged value: {type(tagged).__name__}")
+    kind = tagged["t"]
+    payload = tagged.get("v")
+    try:
+        if kind == "opaque":
+            return Opaque(str(tagged.get("type", "object")), tagged.get("reason"))
+        if kind == "int":
+            return int(payload, 16)
+        if kind == "bytes":
+            return bytes.fromhex(payload)
+        if kind == "complex":
+            return complex(float(payload[0]), float(payload[1]))
+        items = [decode_value(item, _depth + 1) for item in payload]
+        if kind == "tuple":
+            return tuple(items)
+        if kind == "set":
+            return set(items)
+        if kind == "frozenset":
+            return frozenset(items)
+        if kind == "dict":
+            return {key: item for key, item in items}
+        if kind == "linked_list":
+            return LinkedListValue(items)
+        if kind == "binary_tree":
+            return BinaryTreeValue(items)
+    except (TypeError, ValueError, IndexError, KeyError) as error:
+        raise DecodeError(f"malformed {kind!r} value: {error}") from None
+    raise DecodeError(f"unknown tag {kind!r}")
+
+
+def canonical_tree(level_order: list[Any]) -> BinaryTreeValue:
+    """Canonical LeetCode level order of the tree that ``tree_node(level_order)`` builds."""
+    if not level_order or level_order[0] is None:
+        return BinaryTreeValue(())
+    # Rebuild the shape exactly as LeetCode's tree_node helper does, then serialize it.
+    nodes: list[list[Any]] = [[level_order[0], None, None]]
+    queue = [0]
+    index = 1
+    head = 0
+    while head < len(queue):
+        node = nodes[queue[head]]
+        head += 1
+        for side in (1, 2):
+            if index < len(level_order) and level_order[index] is not None:
+                nodes.append([level_order[index], None, None])
+                node[side] = len(nodes) - 1
+                queue.append(len(nodes) - 1)
+            index += 1
+    values: list[Any] = []
+    order: list[int | None] = [0]
+    head = 0
+    while head < len(order):
+        position = order[head]
+        head += 1
+        if position is None:
+            values.append(None)
+            continue
+        values.append(nodes[position][0])
+        order.extend([nodes[position][1], nodes[position][2]])
+    while values and values[-1] is None:
+        values.pop()
+    return BinaryTreeValue(values)
+
+
+def values_equal(actual: Any, expected: Any, *, rel_tol: float = 0.0, abs_tol: float = 0.0) -> bool:
+    """Trusted comparison of a decoded result with an expected value.
+
+    With both tolerances 0 this is Python's ``==`` on plain data. With a tolerance, floats (and
+    float/int pairs) anywhere inside matching containers compare with :func:`math.isclose`.
+    """
+    if rel_tol == 0.0 and abs_tol == 0.0:
+        try:
+            return bool(actual == expected)
+        except Exception:
+            return False
+    return _close(actual, expected, rel_tol, abs_tol, 0)
+
+
+def _close(actual: Any, expected: Any, rel_tol: float, abs_tol: float, depth: int) -> bool:
+    if depth > MAX_DEPTH + 2:
+        return False
+    numbers = (int, float)
+    if (
+        isinstance(actual, numbers)
+        and isinstance(expected, numbers)
+        and not isinstance(actual, bool)
+        and not isinstance(expected, bool)
+        and (isinstance(actual, float) or isinstance(expected, float))
+    ):
+        return math.isclose(actual, expected, rel_tol=rel_tol, abs_tol=abs_tol)
+    if type(actual) is not type(expected) and not (
+        isinstance(actual, (list, tuple)) and type(actual) is type(expected)
+    ):
+        return values_equal(actual, expected)
+    if isinstance(actual, (list, tuple)):
+        return len(actual) == len(expected) and all(
+            _close(a, e, rel_tol, abs_tol, depth + 1)
+            for a, e in zip(actual, expected, strict=False)
+        )
+    if isinstance(actual, dict):
+        return actual.keys() == expected.keys() and all(
+            _close(actual[key], expected[key], rel_tol, abs_tol, depth + 1) for key in actual
+        )
+    return values_equal(actual, expected)

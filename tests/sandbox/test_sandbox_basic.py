@@ -1,0 +1,90 @@
+"""Honest programs through the pool: each mode, each status, order and measurements."""
+
+from __future__ import annotations
+
+from corrgrpo.sandbox import CallTest, ExecutionRequest, SandboxPool, convert_check_tests
+
+TWO_SUM = """
+class Solution:
+    def twoSum(self, nums, target):
+        seen = {}
+        for i, x in enumerate(nums):
+            if target - x in seen:
+                return [seen[target - x], i]
+            seen[x] = i
+"""
+TWO_SUM_TEST = """
+def check(candidate):
+    assert candidate(nums = [2,7,11,15], target = 9) == [0,1]
+    assert candidate(nums = [3,2,4], target = 6) == [1,2]
+"""
+
+
+def _calls(program: str, **limits: object) -> ExecutionRequest:
+    tests = convert_check_tests(TWO_SUM_TEST)
+    assert tests is not None
+    return ExecutionRequest(program=program, entry_point="Solution().twoSum", calls=tests, **limits)  # type: ignore[arg-type]
+
+
+def test_correct_and_wrong_and_order(pool: SandboxPool) -> None:
+    wrong = TWO_SUM.replace("[seen[target - x], i]", "[i, seen[target - x]]")
+    results = pool.run([_calls(TWO_SUM), _calls(wrong), _calls(TWO_SUM)])
+    assert [r.status for r in results] == ["passed", "wrong_answer", "passed"]
+    assert results[0].calls[0].value == [0, 1] and results[0].calls[0].passed
+    assert results[1].calls[0].value == [1, 0] and not results[1].calls[0].passed
+    assert results[1].runtime_ok and not results[1].passed
+    assert all(r.isolated and not r.forgeable for r in results)
+    assert 0 < results[0].cpu_time_s < 1
+
+
+def test_status_categories(pool: SandboxPool) -> None:
+    programs = {
+        "syntax_error": "class Solution(:\n    pass\n",
+        "runtime_error": TWO_SUM.replace("seen = {}", "seen = {}; 1 / 0"),
+        "timeout": TWO_SUM.replace("seen = {}", "while True: pass"),
+        "memory": TWO_SUM.replace("seen = {}", "seen = {}; big = [0] * (10 ** 10)"),
+        "output_limit": TWO_SUM.replace("seen = {}", "seen = {}\n        while True: print('x' * 1000)"),
+        "crash": TWO_SUM.replace("seen = {}", "seen = {}; import ctypes; ctypes.string_at(0)"),
+    }
+    requests = [_calls(p, cpu_time_limit_s=0.5, output_limit_bytes=10_000) for p in programs.values()]
+    results = pool.run(requests)
+    assert [r.status for r in results] == list(programs), [(r.status, r.message) for r in results]
+    assert not any(r.runtime_ok for r in results)
+    assert len(results[4].stdout) <= 10_000
+
+
+def test_assert_mode_is_forgeable(pool: SandboxPool) -> None:
+    ok, bad = pool.run(
+        [
+            ExecutionRequest(program=TWO_SUM, entry_point="Solution().twoSum", assert_test=TWO_SUM_TEST),
+            ExecutionRequest(program=TWO_SUM.replace("return [", "return 0 and ["), entry_point="Solution().twoSum", assert_test=TWO_SUM_TEST),
+        ]
+    )
+    assert ok.status == "passed" and ok.forgeable
+    assert bad.status == "wrong_answer" and bad.forgeable
+
+
+def test_stdio_mode_compares_full_output(pool: SandboxPool) -> None:
+    program = "n = int(input())\nfor i in range(n):\n    print(i * i)\n"
+    results = pool.run(
+        [
+            ExecutionRequest(program=program, stdin="3\n", expected_stdout="0\n1\n4\n"),
+            ExecutionRequest(program=program, stdin="3\n", expected_stdout="0\n1\n"),
+            ExecutionRequest(program="import sys\nprint(7)\nsys.exit(0)\n", expected_stdout="7"),
+            ExecutionRequest(program="print(7)\nraise SystemExit(3)\n", expected_stdout="7"),
+        ]
+    )
+    assert [r.status for r in results] == ["passed", "wrong_answer", "passed", "runtime_error"]
+
+
+def test_manual_call_tests_and_tolerance(pool: SandboxPool) -> None:
+    program = "def area(r):\n    return 3.14159 * r * r\n"
+    tests = [
+        CallTest("candidate(1)", 3.14159),
+        CallTest("candidate(2)", 12.566, compare="close", tolerance=1e-3),
+        CallTest("candidate(0)", 0.0),
+        CallTest("candidate(1)", 3.1416, compare="close", tolerance=1e-9),
+    ]
+    result = pool.run_one(ExecutionRequest(program=program, entry_point="area", calls=tests))
+    assert [c.passed for c in result.calls] == [True, True, True, False]
+    assert result.status == "wrong_answer"
