@@ -1,0 +1,284 @@
+"""corrgrpo estimators as verl advantage estimators.
+
+Each corrgrpo estimator is registered in verl's ``ADV_ESTIMATOR_REGISTRY`` under its own
+name, and always also under ``corrgrpo_<name>``. Where verl already ships an estimator of
+the same name (``grpo`` and ``gdpo`` in verl 0.9.1) only the prefixed name is ours, so
+``algorithm.adv_estimator=grpo`` keeps selecting verl's built-in.
+
+The adapter turns verl's call into :func:`corrgrpo.compute_advantages`: the reward matrix
+comes from the per-component rewards published by the trainer side
+(:mod:`corrgrpo.integrations.verl.context`), groups come from verl's ``uid`` index (ragged
+and non-contiguous groups are fine), and the outcome advantage of each response is
+broadcast over its response mask.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+
+from corrgrpo.integrations.verl.config import SECTION, CorrGRPOVerlConfig
+from corrgrpo.integrations.verl.context import ComponentBatch, current_components
+
+PREFIX = "corrgrpo_"
+
+#: estimators that only ever see the weighted total, so verl's scalar reward suffices
+SCALAR_ESTIMATORS = frozenset({"grpo", "dr_grpo"})
+
+#: verl's own GRPO stabilizer; our grpo uses it by default so that it is a drop-in for verl's
+VERL_GRPO_EPS = 1e-6
+
+_ADAPTERS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
+
+
+class ComponentsUnavailableError(RuntimeError):
+    """The per-component rewards did not reach the estimator."""
+
+
+def adapter_for(name: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    """The verl estimator function for corrgrpo estimator ``name`` (one object per name)."""
+    if name not in _ADAPTERS:
+
+        def verl_estimator(
+            token_level_rewards: torch.Tensor,
+            response_mask: torch.Tensor,
+            index: np.ndarray | Sequence[Any] | None = None,
+            config: Any = None,
+            **_: Any,
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            advantages = outcome_advantages(
+                name, token_level_rewards, response_mask, index=index, config=config
+            )
+            return advantages, advantages
+
+        verl_estimator.__name__ = f"{PREFIX}{name}_advantage"
+        verl_estimator.__qualname__ = verl_estimator.__name__
+        verl_estimator.__doc__ = f"corrgrpo estimator {name!r} adapted to verl's estimator call."
+        verl_estimator.corrgrpo_estimator = name  # type: ignore[attr-defined]
+        _ADAPTERS[name] = verl_estimator
+    return _ADAPTERS[name]
+
+
+def corrgrpo_name_of(verl_name: Any) -> str | None:
+    """The corrgrpo estimator behind a verl estimator name, or ``None`` if not ours."""
+    value = getattr(verl_name, "value", verl_name)
+    if not isinstance(value, str):
+        return None
+    try:
+        from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+    except ImportError:  # pragma: no cover - verl absent
+        return None
+    fn = ADV_ESTIMATOR_REGISTRY.get(value)
+    return getattr(fn, "corrgrpo_estimator", None)
+
+
+def register_estimators(core_algos: ModuleType) -> dict[str, str]:
+    """Register every corrgrpo estimator with verl; returns ``{verl name: corrgrpo name}``.
+
+    Idempotent: estimators registered with corrgrpo later are picked up by calling it again.
+    """
+    from corrgrpo.estimators import list_estimators
+
+    registry: dict[str, Any] = core_algos.ADV_ESTIMATOR_REGISTRY
+    registered: dict[str, str] = {}
+    for name in list_estimators():
+        fn = adapter_for(name)
+        for verl_name in (name, PREFIX + name):
+            existing = registry.get(verl_name)
+            if existing is not None and existing is not fn:
+                if getattr(existing, "corrgrpo_estimator", None) is None:
+                    continue  # a verl built-in (grpo, gdpo): keep it, ours is the prefixed name
+            core_algos.register_adv_est(verl_name)(fn)
+            registered[verl_name] = name
+    return registered
+
+
+def outcome_advantages(
+    name: str,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    index: np.ndarray | Sequence[Any] | None,
+    config: Any,
+) -> torch.Tensor:
+    """Token-level advantages (N, L) of corrgrpo estimator ``name`` for a verl batch."""
+    from corrgrpo.estimators import compute_advantages
+
+    if token_level_rewards.dim() != 2:
+        raise ValueError(
+            f"token_level_rewards must be (batch, response_length), got shape "
+            f"{tuple(token_level_rewards.shape)}"
+        )
+    n = token_level_rewards.shape[0]
+    if response_mask.shape != token_level_rewards.shape:
+        raise ValueError(
+            f"response_mask has shape {tuple(response_mask.shape)} but token_level_rewards has "
+            f"{tuple(token_level_rewards.shape)}"
+        )
+    if index is None:
+        raise ValueError(
+            f"estimator {name!r} groups responses by prompt and needs verl's "
+            "non_tensor_batch['uid'] (the trainer passes it as `index`)"
+        )
+    uids = list(index)
+    if len(uids) != n:
+        raise ValueError(f"index has {len(uids)} entries but the batch has {n} rows")
+
+    cfg = CorrGRPOVerlConfig.from_algorithm(config)
+    estimator, options = _resolve_estimator(name, cfg, config)
+    batch = current_components()
+    rewards = _reward_matrix(name, cfg, config, token_level_rewards, batch)
+
+    eps = cfg.eps
+    if eps is None and estimator == "grpo":
+        eps = VERL_GRPO_EPS
+    stats: dict[str, Any] = {}
+    rows, scatter = _final_outputs(batch.session_keys if batch is not None else None, n)
+    scalar = compute_advantages(
+        rewards[rows] if rows is not None else rewards,
+        estimator,
+        group_index=[uids[i] for i in rows] if rows is not None else uids,
+        weights=cfg.weights,
+        eps=eps,
+        ddof=cfg.ddof,
+        stats=stats,
+        **options,
+    )
+    if scatter is not None:
+        scalar = scalar[scatter]
+    if batch is not None:
+        batch.stats.update(stats)
+        batch.stats["estimator"] = estimator
+    scalar = scalar.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
+    return scalar.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
+
+
+def _resolve_estimator(
+    name: str, cfg: CorrGRPOVerlConfig, config: Any
+) -> tuple[str, dict[str, Any]]:
+    """Apply verl's ``norm_adv_by_std_in_grpo`` switch and check the options."""
+    options = dict(cfg.options)
+    scale = _config_get(config, "norm_adv_by_std_in_grpo", True)
+    if scale is False:
+        # verl's switch for the unscaled (Dr.GRPO) numerator
+        if name == "grpo":
+            name = "dr_grpo"
+        elif name == "corr_grpo":
+            options["normalize"] = False
+        elif name != "dr_grpo":
+            raise ValueError(
+                f"algorithm.norm_adv_by_std_in_grpo=False has no meaning for estimator {name!r}; "
+                "it applies to grpo (-> dr_grpo) and corr_grpo (numerator only)"
+            )
+    CorrGRPOVerlConfig(options=options).check_estimator(name)
+    return name, options
+
+
+def _reward_matrix(
+    name: str,
+    cfg: CorrGRPOVerlConfig,
+    config: Any,
+    token_level_rewards: torch.Tensor,
+    batch: ComponentBatch | None,
+) -> torch.Tensor:
+    """(N, K) float64 rewards: the named components, or verl's scalar total for K = 1."""
+    n = token_level_rewards.shape[0]
+    if not cfg.reward_keys:
+        if name not in SCALAR_ESTIMATORS:
+            raise ValueError(
+                f"estimator {name!r} combines several reward components: list their "
+                f"reward_extra_info keys in algorithm.{SECTION}.reward_keys (for a single "
+                f"reward use reward_keys=[score])"
+            )
+        return token_level_rewards.detach().to(torch.float64).sum(dim=-1, keepdim=True)
+    if _config_get(config, "use_kl_in_reward", False):
+        raise ValueError(
+            "algorithm.use_kl_in_reward puts the KL penalty into the scalar token rewards, which "
+            f"per-component estimators do not read; with algorithm.{SECTION}.reward_keys use the "
+            "KL loss instead (actor_rollout_ref.actor.use_kl_loss=True)"
+        )
+    if batch is None:
+        raise ComponentsUnavailableError(
+            f"the reward components {list(cfg.reward_keys)} did not reach estimator {name!r}. "
+            "verl passes custom estimators tensors only; run the V1 trainer with "
+            "trainer.v1.trainer_mode=corrgrpo_sync (or corrgrpo_colocate_async / "
+            "corrgrpo_separate_async), or the legacy trainer with the corrgrpo plugin loaded "
+            "(it wraps ray_trainer.compute_advantage). Check the installation with "
+            "`python -m corrgrpo.integrations.verl.check`."
+        )
+    missing = [k for k in cfg.reward_keys if k not in batch.columns]
+    if missing:
+        available = sorted(str(k) for k in batch.columns)
+        raise KeyError(
+            f"reward component(s) {missing} not found in the batch; available fields: "
+            f"{available}. The custom reward function must return a dict with these keys "
+            "(they become reward_extra_info)"
+        )
+    columns = [_float_column(batch.columns[k], k, n) for k in cfg.reward_keys]
+    matrix = np.stack(columns, axis=1)
+    return torch.from_numpy(matrix).to(token_level_rewards.device)
+
+
+def _float_column(values: Any, key: str, n: int) -> np.ndarray:
+    """One component as float64; ``None`` (not applicable) becomes NaN."""
+    seq = values.tolist() if hasattr(values, "tolist") else list(values)
+    if len(seq) != n:
+        raise ValueError(f"reward component {key!r} has {len(seq)} values for a batch of {n}")
+    out = np.empty(n, dtype=np.float64)
+    for i, v in enumerate(seq):
+        if v is None:
+            out[i] = math.nan
+            continue
+        if isinstance(v, bool | np.bool_):
+            out[i] = float(v)
+            continue
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"reward component {key!r} row {i} is not a number: {v!r}"
+            ) from None
+    return out
+
+
+def _final_outputs(
+    session_keys: Sequence[str] | None, n: int
+) -> tuple[list[int] | None, torch.Tensor | None]:
+    """Rows that take part in the statistics, and the map back to every row.
+
+    A V1 agent session may emit several outputs (``{uid}_{session}_{k}``) that share one
+    reward; counting each as a group member would over-weight long sessions, so only the
+    last output of each session is scored and its advantage is given to all of them.
+    """
+    if session_keys is None or len(session_keys) != n:
+        return None, None
+    last: dict[str, tuple[int, int]] = {}
+    sessions: list[str] = []
+    for row, key in enumerate(session_keys):
+        parts = str(key).rsplit("_", 2)
+        if len(parts) != 3 or not parts[2].isdigit():
+            return None, None
+        session, k = f"{parts[0]}_{parts[1]}", int(parts[2])
+        sessions.append(session)
+        if session not in last or last[session][0] < k:
+            last[session] = (k, row)
+    if len(last) == n:
+        return None, None
+    rows = [row for _, row in last.values()]
+    position = {session: i for i, session in enumerate(last)}
+    scatter = torch.tensor([position[s] for s in sessions], dtype=torch.long)
+    return rows, scatter
+
+
+def _config_get(config: Any, key: str, default: Any) -> Any:
+    if config is None:
+        return default
+    getter = getattr(config, "get", None)
+    if callable(getter):
+        return getter(key, default)
+    return getattr(config, key, default)

@@ -1,0 +1,138 @@
+"""corrgrpo's domain rewards as one verl custom reward function.
+
+    reward:
+      custom_reward_function:
+        path: pkg://corrgrpo.integrations.verl.rewards
+        name: compute_score
+        reward_kwargs:               # optional
+          domain: code               # else chosen from each row's data_source
+          components: [format, syntax, compile, runtime, pass, ast, efficiency]
+
+Each call returns ``{"score": weighted total, <component>: value, ...}``: verl puts
+``score`` at the last response token and every key into ``reward_extra_info``, from which
+the corrgrpo estimators read the components (``algorithm.corrgrpo.reward_keys``). The
+domain module is imported on first use, so a run only needs its own domain's extras.
+Not-applicable components come back as NaN (never ``None``, which would turn verl's
+per-batch arrays into object arrays).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+DOMAINS = ("code", "tools", "agent")
+
+#: data_source values (lower case) of the datasets each domain scores
+DATA_SOURCES: dict[str, str] = {
+    "leetcode": "code",
+    "leetcodedataset": "code",
+    "humaneval": "code",
+    "mbpp": "code",
+    "lcb": "code",
+    "livecodebench": "code",
+    "rlla": "tools",
+    "toolrl": "tools",
+    "api_bank": "tools",
+    "apibank": "tools",
+    "agentdojo": "agent",
+}
+
+#: keyword arguments verl's reward managers add that the domain functions do not take
+_VERL_INFRASTRUCTURE_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+
+
+def domain_of(data_source: Any) -> str:
+    """The domain that scores rows of ``data_source`` (``corrgrpo/<domain>[/...]`` or a known name)."""
+    text = str(data_source or "").strip().lower()
+    if text.startswith("corrgrpo/"):
+        text = text[len("corrgrpo/"):]
+    head = text.split("/", 1)[0]
+    if head in DOMAINS:
+        return head
+    if head in DATA_SOURCES:
+        return DATA_SOURCES[head]
+    known = sorted(set(DATA_SOURCES) | {f"corrgrpo/{d}" for d in DOMAINS})
+    raise ValueError(
+        f"no corrgrpo reward domain for data_source {data_source!r}; known data sources: "
+        f"{', '.join(known)} (or pass reward_kwargs.domain)"
+    )
+
+
+def domain_scorer(domain: str) -> Callable[..., Any]:
+    """``corrgrpo.rewards.<domain>.compute_score``, imported on first use."""
+    if domain not in DOMAINS:
+        raise ValueError(f"unknown reward domain {domain!r}; expected one of {', '.join(DOMAINS)}")
+    module_name = f"corrgrpo.rewards.{domain}"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ImportError(
+            f"the {domain!r} reward domain could not be imported ({err}); install its extra: "
+            f"pip install 'corrgrpo[{domain},verl]'"
+        ) from err
+    fn = getattr(module, "compute_score", None)
+    if not callable(fn):
+        raise ImportError(f"{module_name} does not provide compute_score")
+    return fn
+
+
+def compute_score(
+    data_source: Any,
+    solution_str: Any,
+    ground_truth: Any,
+    extra_info: Any = None,
+    *,
+    domain: str | None = None,
+    components: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """verl custom reward function: dispatch to the domain of ``data_source`` (or ``domain``).
+
+    ``components`` fixes the keys of the result (besides ``score``): verl builds its
+    per-batch arrays from the first response's keys, so every response must return the
+    same ones; a listed component the domain did not return is an error, extra keys are
+    dropped. Other keyword arguments (from ``reward_kwargs``) go to the domain function.
+    """
+    for key in _VERL_INFRASTRUCTURE_KWARGS:
+        kwargs.pop(key, None)
+    scorer = domain_scorer(domain or domain_of(data_source))
+    result = scorer(data_source, solution_str, ground_truth, extra_info, **kwargs)
+    return normalize_result(result, components)
+
+
+def normalize_result(result: Any, components: Sequence[str] | None = None) -> dict[str, float]:
+    """``{"score", components...}`` as floats; None becomes NaN; ``components`` selects keys."""
+    if not isinstance(result, Mapping) or "score" not in result:
+        raise TypeError(
+            f"a corrgrpo reward domain must return a dict with a 'score' key, got {result!r:.200}"
+        )
+    if components is not None:
+        if isinstance(components, str):
+            raise TypeError("components must be a list of names, not a string")
+        missing = [c for c in components if c not in result]
+        if missing:
+            raise KeyError(
+                f"reward components {missing} not in the domain's result; it returned "
+                f"{sorted(k for k in result if k != 'score')}"
+            )
+        keys = ["score", *[c for c in components if c != "score"]]
+    else:
+        keys = list(result)
+    out: dict[str, float] = {}
+    for key in keys:
+        value = result[key]
+        if value is None:
+            out[key] = math.nan
+            continue
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError):
+            if components is not None or key == "score":
+                raise TypeError(f"reward {key!r} is not a number: {value!r:.200}") from None
+            # an unrequested non-numeric diagnostic (e.g. an error message) is not a reward
+    if math.isnan(out["score"]):
+        raise ValueError(f"the domain returned a NaN score: {result!r:.200}")
+    return out
