@@ -1,0 +1,206 @@
+"""``corrgrpo inspect FILE``: is a reward being drowned in my run?
+
+Reads reward vectors logged by any run: JSONL (one object per sample with a group id and one
+numeric field per component) or the parquet completions tables TRL writes
+(``<output_dir>/completions/completions_*.parquet``: step, prompt, completion, one column per
+reward function, advantage). Prints, per estimator, each component's influence on the
+advantages, the denominator shares, zero-variance fractions and near-singular groups, and
+draws the mean within-group correlation matrix as a heatmap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from corrgrpo.diagnostics import Diagnosis, diagnose
+
+GROUP_KEYS = ("group", "group_id", "uid", "prompt_id", "index")
+NOT_COMPONENTS = {"step", "advantage", "advantages", "reward", "total", "score", "seed"}
+
+
+def load_reward_table(
+    paths: Sequence[str | Path],
+    group_key: str | None = None,
+    components: Sequence[str] | None = None,
+    group_size: int | None = None,
+) -> tuple[torch.Tensor, list[Any], list[str]]:
+    """Rows of rewards (N, K), a group id per row and the component names."""
+    rows: list[dict[str, Any]] = []
+    for path in _expand(paths):
+        if path.suffix == ".parquet":
+            import pandas as pd
+
+            rows.extend(pd.read_parquet(path).to_dict(orient="records"))
+        else:
+            with path.open() as f:
+                for line_no, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+    if not rows:
+        raise ValueError(f"no rows found in {', '.join(map(str, paths))}")
+    if group_size is not None:
+        if group_size < 1:
+            raise ValueError(f"--group-size must be >= 1, got {group_size}")
+        groups: list[Any] = [i // group_size for i in range(len(rows))]
+        key = None
+    else:
+        key = group_key or next((k for k in GROUP_KEYS if k in rows[0]), None)
+        if key is None and "prompt" in rows[0]:
+            key = "prompt"  # TRL tables: a group is one prompt's completions at one step
+        if key is None:
+            raise ValueError(
+                f"cannot tell the groups apart: none of {', '.join(GROUP_KEYS)} or 'prompt' is a "
+                "field; pass --group-key NAME or --group-size G"
+            )
+        missing = [i for i, r in enumerate(rows) if key not in r]
+        if missing:
+            raise ValueError(f"row {missing[0]} has no group field {key!r}")
+        groups = [(r.get("step"), _freeze(r[key])) for r in rows]
+    if components is None:
+        components = [
+            k for k, v in rows[0].items()
+            if k != key and k not in NOT_COMPONENTS and _is_number(v)
+        ]
+    if not components:
+        raise ValueError("no numeric reward components found; pass --components a,b,c")
+    values = []
+    for i, r in enumerate(rows):
+        vec = []
+        for c in components:
+            v = r.get(c)
+            if v is None:
+                vec.append(math.nan)
+            elif not _is_number(v):
+                raise ValueError(f"row {i}: component {c!r} is not a number ({v!r})")
+            else:
+                vec.append(float(v))
+        values.append(vec)
+    return torch.tensor(values, dtype=torch.float64), groups, list(components)
+
+
+def _expand(paths: Sequence[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(p.glob("*.parquet")) + sorted(p.glob("*.jsonl")))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"no such file or folder: {p}")
+    return out
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) or v is None
+
+
+def _freeze(v: object) -> object:
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict)) else v
+
+
+def mean_correlation(d: Diagnosis) -> torch.Tensor:
+    act = d.active
+    return d.correlation[act].mean(0) if bool(act.any()) else torch.zeros_like(d.correlation[0])
+
+
+def heatmap(d: Diagnosis, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    corr = mean_correlation(d).numpy()
+    k = len(d.names)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.8 * k, 1.0 + 0.7 * k))
+    im = ax.imshow(corr, vmin=-1, vmax=1, cmap="RdBu_r")
+    ax.set_xticks(range(k), d.names, rotation=45, ha="right")
+    ax.set_yticks(range(k), d.names)
+    for i in range(k):
+        for j in range(k):
+            ax.text(j, i, f"{corr[i, j]:.2f}", ha="center", va="center", fontsize=8)
+    ax.set_title(f"mean within-group correlation ({int(d.active.sum())} groups)")
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    comps = args.components.split(",") if args.components else None
+    rewards, groups, names = load_reward_table(args.files, args.group_key, comps, args.group_size)
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    d = diagnose(rewards, groups, weights, names=names, q_threshold=args.q_threshold,
+                 estimators=args.estimators.split(","))
+    summary = d.summary()
+    console.print(
+        f"{rewards.shape[0]} samples, {summary['groups']} groups "
+        f"({summary['active_groups']} active, {summary['singleton_groups']} singleton), "
+        f"{len(names)} components"
+    )
+    t = Table(title="Per component: denominator share, zero variance, influence on the advantage")
+    t.add_column("component")
+    t.add_column("share of S", justify="right")
+    t.add_column("zero-var", justify="right")
+    t.caption = "influence: share of the RMS change in the advantage when the component is made inert"
+    for est in d.influence:
+        t.add_column(est, justify="right")
+    for k, name in enumerate(names):
+        t.add_row(
+            name,
+            f"{summary['share'][name]:.3f}",  # type: ignore[index]
+            f"{summary['zero_variance_frac'][name]:.2f}",  # type: ignore[index]
+            *(f"{float(v[k]):.3f}" for v in d.influence.values()),
+        )
+    console.print(t)
+    corr = mean_correlation(d)
+    t2 = Table(title="Mean within-group correlation (zero-variance rows count as 0)")
+    t2.add_column("")
+    for n in names:
+        t2.add_column(n, justify="right")
+    for i, n in enumerate(names):
+        t2.add_row(n, *(f"{float(corr[i, j]):.2f}" for j in range(len(names))))
+    console.print(t2)
+    console.print(
+        f"mean Q = {summary['q_mean']:.3f}, mean c_q (CorrGRPO/GRPO scale) = "
+        f"{summary['c_q_mean']:.3f}, near-singular groups (Q < {args.q_threshold}) = "
+        f"{summary['near_singular_groups']}, mean min eigenvalue = {summary['min_eigenvalue_mean']:.3f}"
+    )
+    drowned = [n for n in names if summary["share"][n] < 0.05 and d.influence.get("grpo") is not None  # type: ignore[index]
+               and float(d.influence["grpo"][names.index(n)]) < 0.5 / len(names)]
+    if drowned:
+        console.print(f"[yellow]under GRPO these components barely move the advantage: {', '.join(drowned)}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "inspect.json").write_text(json.dumps({"summary": summary, "mean_correlation": corr.tolist()}, indent=2))
+    heatmap(d, out / "correlation.png")
+    console.print(f"wrote {out / 'inspect.json'} and {out / 'correlation.png'}")
+    return 0
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", help="JSONL or parquet files, or folders of them")
+    parser.add_argument("--group-key", help="field holding the group id (default: auto)")
+    parser.add_argument("--group-size", type=int, help="groups are contiguous runs of this size")
+    parser.add_argument("--components", help="comma-separated component fields (default: numeric fields)")
+    parser.add_argument("--weights", help="comma-separated reward weights, in component order")
+    parser.add_argument("--estimators", default="grpo,corr_grpo,gdpo,mo_grpo",
+                        help="comma-separated estimators to compare (any registered name)")
+    parser.add_argument("--q-threshold", type=float, default=0.1, help="near-singular if Q is below")
+    parser.add_argument("--out", default="runs/inspect", help="output folder (JSON + heatmap)")
+    parser.set_defaults(func=run)
