@@ -59,8 +59,9 @@ class ToolCall:
 class ParseIssue:
     """Something malformed in a response.
 
-    ``offset`` is a character offset into :attr:`ParsedResponse.text`; ``line`` is the
-    1-based line inside the ``<tool_call>`` block for problems with a single call.
+    ``offset`` is a character offset into :attr:`ParsedResponse.text` (for a bad call: the
+    start of its line); ``line`` is the 1-based line inside the ``<tool_call>`` block,
+    counting from the line after the opening tag.
     """
 
     kind: str
@@ -226,14 +227,17 @@ def parse_response(text: Any) -> ParsedResponse:
     block, block_offset = _find_block(text, body_start, CALL_OPEN, CALL_CLOSE, issues)
     call_lines: list[CallLine] = []
     if block is not None:
-        for i, raw in enumerate(block.split("\n"), start=1):
+        # Line 1 is the first line after the opening tag's own line.
+        pos = block_offset + 1 if block.startswith("\n") else block_offset
+        lines = block[1:].split("\n") if block.startswith("\n") else block.split("\n")
+        for i, raw in enumerate(lines, start=1):
             line = raw.strip()
-            if not line:  # blank lines separate nothing and are not calls
-                continue
-            parsed = _parse_call_line(i, line)
-            call_lines.append(parsed)
-            if parsed.error is not None:
-                issues.append(ParseIssue("bad_call", parsed.error, block_offset, i))
+            if line:  # blank lines separate nothing and are not calls
+                parsed = _parse_call_line(i, line)
+                call_lines.append(parsed)
+                if parsed.error is not None:
+                    issues.append(ParseIssue("bad_call", parsed.error, pos, i))
+            pos += len(raw) + 1
         if not call_lines:
             issues.append(ParseIssue("empty_tool_call", "the <tool_call> block has no calls"))
 
