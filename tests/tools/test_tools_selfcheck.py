@@ -238,3 +238,24 @@ def test_tools_mutation_table_format_only(rlla_sft: list[dict[str, Any]]) -> Non
         assert r.format == 0.0
         if parse_reference(out).has_calls:  # content does not depend on the think block
             assert (r.tool_name, r.param_name, r.param_value) == (0.5, 1.0, 1.5)
+
+
+def test_tools_selfcheck_benchmark_script_runs(rlla_sft: list[dict[str, Any]]) -> None:
+    import subprocess
+    import sys
+
+    from tools_helpers import RLLA_SFT, ROOT
+
+    script = ROOT / "benchmarks" / "tools_selfcheck.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--data", str(RLLA_SFT), "--row", "86"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    row = next(line for line in lines if "drop the last call" in line)
+    assert "+0.0000" in row and "-0.3000" in row and "+0.7000" in row
+    assert any("100.00" in line and "346" in line for line in lines)

@@ -161,6 +161,8 @@ def parse_reference(ground_truth: Any) -> Reference:
     """
     if isinstance(ground_truth, str):
         return _parse_reference_text(ground_truth)
+    if hasattr(ground_truth, "tolist"):  # numpy arrays from parquet-backed batches
+        ground_truth = ground_truth.tolist()
     if isinstance(ground_truth, Mapping):
         ground_truth = [ground_truth]
     if isinstance(ground_truth, Sequence) and not isinstance(ground_truth, (str, bytes)):
