@@ -148,12 +148,12 @@ def test_tools_eval_generates_with_a_local_model(
 
 
 def test_tools_task_registry_and_components() -> None:
-    task = get_task("tools", data=str(SLICE))
+    task = get_task("tools", source=str(SLICE))
     assert task.name == "tools"
     assert task.component_names == ["tool_name", "param_name", "param_value", "format"]
     assert task.weights == [1.0, 1.0, 1.0, 1.0]
     assert [fn.__name__ for fn in task.reward_funcs] == task.component_names
-    assert get_task("tools", data=str(SLICE), weights={"format": 0.5}).weights[-1] == 0.5
+    assert get_task("tools", source=str(SLICE), weights={"format": 0.5}).weights[-1] == 0.5
     with pytest.raises(ValueError, match="unknown tools reward components"):
         get_task("tools", weights={"speed": 1.0})
     with pytest.raises(ValueError, match="needs data"):
@@ -161,7 +161,7 @@ def test_tools_task_registry_and_components() -> None:
 
 
 def test_tools_task_dataset_feeds_the_reward_functions_like_trl() -> None:
-    task = get_task("tools", data=str(SLICE))
+    task = get_task("tools", source=str(SLICE))
     ds = task.load_dataset("train")
     assert "prompt" in ds.column_names and "ground_truth" in ds.column_names
     batch = ds[:6]
@@ -179,9 +179,9 @@ def test_tools_task_dataset_feeds_the_reward_functions_like_trl() -> None:
 
 
 def test_tools_task_eval_split_source() -> None:
-    task = get_task("tools", data=str(FIXTURES / "rlla_verl"))
+    task = get_task("tools", source=str(FIXTURES / "rlla_verl"))
     assert len(task.rows("train")) == 2 and len(task.rows("test")) == 6
-    other = get_task("tools", data=str(SLICE), eval_data=str(FIXTURES / "rlla_short.jsonl"))
+    other = get_task("tools", source=str(SLICE), eval_source=str(FIXTURES / "rlla_short.jsonl"))
     assert len(other.rows("test")) == 3 and len(other.rows("train")) == 6
 
 
@@ -209,3 +209,19 @@ def test_tools_compute_score_verl_signature() -> None:
         "format": 1.0,
     }
     assert compute_score(None, "garbage", [call("a", x=1)])["score"] == -3.0
+
+
+def test_tools_scores_through_the_verl_reward_dispatch() -> None:
+    from corrgrpo.integrations.verl.rewards import compute_score as dispatch
+
+    ref = rlla(call("a", x=1))
+    components = ["tool_name", "param_name", "param_value", "format"]
+    for source in ("rlla", "toolrl", "api_bank"):
+        got = dispatch(source, ref, ref, {"index": 0}, components=components)
+        assert got == {
+            "score": 4.0,
+            "tool_name": 0.5,
+            "param_name": 1.0,
+            "param_value": 1.5,
+            "format": 1.0,
+        }

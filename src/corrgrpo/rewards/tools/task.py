@@ -15,9 +15,9 @@ from corrgrpo.tasks.base import RewardComponent, Task, register_task
 class ToolsTask(Task):
     """RLLA / ToolRL tool calling.
 
-    ``data`` is the training source (RLLA json, a verl / ToolRL parquet file or directory, or
-    a hub dataset name); ``eval_data`` optionally another source for the ``test`` split (by
-    default a directory or hub source is asked for its ``test`` split). ``weights`` overrides
+    ``source`` is the data (RLLA json, a verl / ToolRL parquet file or directory, or a hub
+    dataset name); ``eval_source`` optionally another source for every split but ``train``
+    (by default a directory or hub source is asked for the split itself). ``weights`` overrides
     the unit weights of the components (the ranges already weigh them as in the paper).
     """
 
@@ -25,16 +25,16 @@ class ToolsTask(Task):
 
     def __init__(
         self,
-        data: str | Path | None = None,
-        eval_data: str | Path | None = None,
+        source: str | Path | None = None,
+        eval_source: str | Path | None = None,
         weights: dict[str, float] | None = None,
         limit: int | None = None,
     ) -> None:
         unknown = set(weights or {}) - set(REWARD_FUNCS)
         if unknown:
             raise ValueError(f"unknown tools reward components {sorted(unknown)}")
-        self.data = data
-        self.eval_data = eval_data
+        self.source = source
+        self.eval_source = eval_source
         self._weights = {name: 1.0 for name in REWARD_FUNCS} | dict(weights or {})
         self.limit = limit
 
@@ -42,10 +42,11 @@ class ToolsTask(Task):
         """Normalized rows (``prompt``, ``ground_truth``, ``data_source``, ``index``)."""
         from corrgrpo.data.tools import load_rlla
 
-        source = self.eval_data if split != "train" and self.eval_data is not None else self.data
+        use_eval = split != "train" and self.eval_source is not None
+        source = self.eval_source if use_eval else self.source
         if source is None:
             raise ValueError(
-                "the tools task needs data: ToolsTask(data=PATH_OR_HUB_NAME), e.g. an RLLA json "
+                "the tools task needs data: ToolsTask(source=PATH_OR_HUB_NAME), e.g. an RLLA json "
                 "file or a directory with train.parquet / test.parquet in the ToolRL layout"
             )
         return load_rlla(source, split, limit=self.limit)
