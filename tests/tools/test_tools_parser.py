@@ -71,6 +71,7 @@ def test_tools_parse_truncated_and_duplicated_tags() -> None:
     assert "unclosed_response" in kinds("<think></think>\n<response> half")
     assert "missing_think" in kinds("<response> hi </response>")
     assert "text_before_think" in kinds("Sure. <think></think>")
+    assert "stray_think_tag" in kinds("<think> a </think> b </think>")
     assert "empty_tool_call" in kinds("<think></think>\n<tool_call>\n</tool_call>")
     dup = parse_response(REF + "\n<tool_call>\n{}\n</tool_call>")
     assert "duplicate_tag" in [i.kind for i in dup.issues]

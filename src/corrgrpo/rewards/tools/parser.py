@@ -218,6 +218,9 @@ def parse_response(text: Any) -> ParsedResponse:
 
     body = text[body_start:]
     tag_counts = {tag: body.count(tag) for tag in STRUCTURE_TAGS}
+    for tag in (THINK_OPEN, THINK_CLOSE):
+        if tag_counts[tag]:
+            issues.append(ParseIssue("stray_think_tag", f"{tag} after the think block"))
     for tag, count in tag_counts.items():
         if count > 1:
             issues.append(
