@@ -6,7 +6,9 @@ folder, which is on ``sys.path`` for either).
 
 from __future__ import annotations
 
+import functools
 import os
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +17,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
 
 from corrgrpo.models import build_tiny_model_and_tokenizer  # noqa: E402
 
@@ -47,6 +50,19 @@ def tiny_model_and_tokenizer(seed: int = 0) -> tuple[Any, Any]:
     return build_tiny_model_and_tokenizer(hidden_size=16, num_layers=1, num_heads=2, seed=seed)
 
 
+@functools.cache
+def tiny_model_path() -> str:
+    """The tiny model and tokenizer saved once per process, so trainers load them by path.
+
+    A path (not an instance) lets TRL build the KL reference model itself when ``beta > 0``.
+    """
+    model, tokenizer = tiny_model_and_tokenizer()
+    folder = tempfile.mkdtemp(prefix="corrgrpo-tiny-")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def _text(completion: Any) -> str:
     return completion if isinstance(completion, str) else completion[-1]["content"]
 
@@ -76,6 +92,11 @@ def odd_prompt_reward(completions: list[Any], pid: list[int], **_: Any) -> list[
     ]
 
 
+def half_none_reward(completions: list[Any], **_: Any) -> list[float | None]:
+    """Applies to every other sample only (None elsewhere), like a reward for one question type."""
+    return [None if i % 2 == 0 else float(len(_text(c)) % 2) for i, c in enumerate(completions)]
+
+
 REWARDS: list[Callable[..., list[Any]]] = [length_reward, digit_reward, vowel_reward]
 
 
@@ -83,6 +104,10 @@ def recording(trainer_class: type) -> type:
     """Subclass of ``trainer_class`` keeping every generated batch's local advantages and completions."""
 
     class Recording(trainer_class):  # type: ignore[misc, valid-type]
+        def _calculate_rewards(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            self.last_rewards = super()._calculate_rewards(*args, **kwargs).detach().clone()
+            return self.last_rewards
+
         def _generate_and_score_completions(self, inputs):  # type: ignore[no-untyped-def]
             output = super()._generate_and_score_completions(inputs)
             record = {
@@ -90,6 +115,7 @@ def recording(trainer_class: type) -> type:
                 for name, value in output.items()
                 if torch.is_tensor(value)
             }
+            record["rewards"] = self.last_rewards
             record["logged_advantages"] = list(self._logs["advantages"])
             self.records.append(record)
             return output
@@ -108,7 +134,8 @@ def build_trainer(
     dataset: Dataset | None = None,
     **config: Any,
 ) -> Any:
-    model, tokenizer = tiny_model_and_tokenizer()
+    model = tiny_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(model)
     args = config_class(output_dir=output_dir, **{**BASE_CONFIG, **config})
     trainer = trainer_class(
         model=model,

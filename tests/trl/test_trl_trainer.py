@@ -1,0 +1,126 @@
+"""CorrGRPOTrainer end to end on a tiny model: every loss type, multiple iterations, dynamic sampling."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import pytest
+
+pytest.importorskip("trl")
+
+import torch  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from trl_helpers import (  # noqa: E402
+    REWARDS,
+    build_trainer,
+    half_none_reward,
+    length_reward,
+    odd_prompt_reward,
+    recording,
+)
+
+from corrgrpo.integrations.trl import (  # noqa: E402
+    CorrGRPOConfig,
+    CorrGRPOTrainer,
+    EstimatorSettings,
+    batch_advantages,
+    constant_groups,
+)
+
+LOSS_TYPES = {
+    "grpo": {},
+    "dapo": {},
+    "cispo": {},
+    "dr_grpo": {},
+    "bnpo": {},
+    "sapo": {},
+    "luspo": {"importance_sampling_level": "sequence"},
+    "vespo": {},
+}
+
+
+def _parameters(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("loss_type", sorted(LOSS_TYPES))
+def test_trl_every_loss_type_trains_with_reused_batches(tmp_path, loss_type: str) -> None:
+    trainer = build_trainer(
+        recording(CorrGRPOTrainer),
+        CorrGRPOConfig,
+        str(tmp_path),
+        reward_funcs=[*REWARDS, half_none_reward],
+        loss_type=loss_type,
+        num_iterations=2,
+        beta=0.01,
+        **LOSS_TYPES[loss_type],
+    )
+    before = _parameters(trainer.model)
+    trainer.train()
+    # num_iterations=2: one generation serves both optimizer steps.
+    assert len(trainer.records) == 1
+    record = trainer.records[0]
+    assert torch.isnan(record["rewards"][:, 3]).sum() == 4  # half_none_reward's None became NaN
+    expected = batch_advantages(
+        record["rewards"],
+        4,
+        torch.ones(4),
+        list(trainer.reward_func_names),
+        EstimatorSettings.from_args(trainer.args),
+    )
+    torch.testing.assert_close(record["advantages"], expected.advantages)
+    torch.testing.assert_close(torch.tensor(record["logged_advantages"]), expected.advantages)
+    assert torch.isfinite(record["advantages"]).all() and record["advantages"].abs().sum() > 0
+    changed = [
+        not torch.equal(a, b) for a, b in zip(before, _parameters(trainer.model), strict=True)
+    ]
+    assert any(changed)
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(logs) == 2 and all(math.isfinite(entry["loss"]) for entry in logs)
+    for key in ("corrgrpo/q_mean", "corrgrpo/c_q_mean", "corrgrpo/share/half_none_reward"):
+        assert key in logs[0], key
+
+
+def test_trl_dynamic_sampling_gives_constant_groups_zero_weight(tmp_path) -> None:
+    trainer = build_trainer(
+        recording(CorrGRPOTrainer),
+        CorrGRPOConfig,
+        str(tmp_path),
+        reward_funcs=[length_reward, odd_prompt_reward],
+        per_device_train_batch_size=16,
+        loss_type="dapo",
+        dynamic_sampling_key="odd_prompt_reward",
+    )
+    trainer.train()
+    names = list(trainer.reward_func_names)
+    dropped_total = 0
+    for record in trainer.records:
+        dropped = constant_groups(record["rewards"], 4, "odd_prompt_reward", names, torch.ones(2))
+        kept = (~dropped).repeat_interleave(4)
+        dropped_total += int(dropped.sum())
+        assert torch.equal(record["tool_mask"].bool().any(dim=1), kept)
+        assert record["advantages"][~kept].abs().sum() == 0
+        assert (
+            record["num_items_in_batch"] == (record["completion_mask"] * record["tool_mask"]).sum()
+        )
+    assert dropped_total >= 1  # even prompts give constant groups
+    logged = [e["corrgrpo/dynamic_sampling/dropped_groups"] for e in trainer.state.log_history[:-1]]
+    assert sum(logged) == dropped_total
+
+
+def test_trl_bad_dynamic_sampling_key_names_the_reward_functions(tmp_path) -> None:
+    with pytest.raises(ValueError, match="length_reward"):
+        build_trainer(
+            CorrGRPOTrainer,
+            CorrGRPOConfig,
+            str(tmp_path),
+            reward_funcs=[length_reward],
+            dynamic_sampling_key="accuracy",
+        )
+
+
+def test_trl_constructor_matches_grpo_trainer_and_accepts_plain_config(tmp_path) -> None:
+    assert inspect.signature(CorrGRPOTrainer.__init__) == inspect.signature(GRPOTrainer.__init__)
+    trainer = build_trainer(CorrGRPOTrainer, GRPOConfig, str(tmp_path / "plain"))
+    assert trainer.advantage_settings.estimator == "corr_grpo"
