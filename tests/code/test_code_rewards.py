@@ -290,3 +290,31 @@ def test_code_task_registered(executor: SandboxExecutor, tmp_path: Path) -> None
     assert set(COMPONENTS) <= set(metrics)
     with pytest.raises(ValueError, match="unknown code benchmark"):
         get_task("code", benchmark="apps")
+
+
+class SandboxFailsOnReference(CountingExecutor):
+    """Reports a sandbox failure for every run of the reference solution."""
+
+    def run(self, jobs: list[Job]) -> list[Outcome]:
+        outcomes = super().run(jobs)
+        return [
+            Outcome("harness_error", None, detail="worker lost") if job.code == REFERENCE else o
+            for job, o in zip(jobs, outcomes, strict=True)
+        ]
+
+
+def test_code_sandbox_failures_are_not_cached(executor: SandboxExecutor, tmp_path: Path) -> None:
+    row = two_sum_row()
+    flaky = SandboxFailsOnReference(executor)
+    scorer = CodeScorer(flaky, runtime_cache=RuntimeCache(tmp_path), calibration_runs=2)
+    (first,) = scorer.score([row], [fence(GOOD)])
+    assert first.passed == 1.0 and first.efficiency is None
+    assert not list(tmp_path.glob("*.json"))  # an inconclusive calibration is not stored
+    (reference,) = scorer.score([row], [fence(REFERENCE)])
+    assert reference.status == "harness_error"
+    jobs_before = flaky.jobs
+    scorer.score([row], [fence(REFERENCE)])
+    assert flaky.jobs > jobs_before  # a sandbox failure is retried, not memoised
+    healthy = CodeScorer(executor, runtime_cache=RuntimeCache(tmp_path), calibration_runs=2)
+    (again,) = healthy.score([row], [fence(GOOD)])
+    assert again.efficiency is not None and len(list(tmp_path.glob("*.json"))) == 1

@@ -28,7 +28,7 @@ import json
 import pickle
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,6 @@ ROW_COLUMNS = (
 
 LEETCODE_HUB_NAME = "newfacade/LeetCodeDataset"
 MBPP_HUB_NAME = "google-research-datasets/mbpp"
-LCB_HUB_NAME = "livecodebench/code_generation_lite"
 
 # The import preamble LeetCodeDataset runs every solution under; LiveCodeBench's functional
 # harness provides an equivalent set, so its LeetCode problems get the same one.
@@ -107,15 +106,11 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 _DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet")
 
 
-def _pick_file(directory: Path, split: str, prefer: Iterable[str] = ()) -> Path:
+def _pick_file(directory: Path, split: str) -> Path:
     """Choose the data file for ``split`` inside ``directory``."""
     files = sorted(p for p in directory.iterdir() if p.name.lower().endswith(_DATA_SUFFIXES))
     if not files:
         raise FileNotFoundError(f"no jsonl/json/parquet files in {directory}")
-    for name in prefer:
-        for p in files:
-            if p.name == name:
-                return p
     matching = [p for p in files if split.lower() in p.name.lower()]
     if len(matching) == 1:
         return matching[0]
@@ -127,13 +122,11 @@ def _pick_file(directory: Path, split: str, prefer: Iterable[str] = ()) -> Path:
     )
 
 
-def _load_source(
-    source: str | Path, split: str, prefer: Iterable[str] = (), **hub_kwargs: Any
-) -> list[dict[str, Any]]:
+def _load_source(source: str | Path, split: str, **hub_kwargs: Any) -> list[dict[str, Any]]:
     """Records from a local file, a directory of files, or a dataset hub name."""
     path = Path(source).expanduser()
     if path.is_dir():
-        return read_records(_pick_file(path, split, prefer))
+        return read_records(_pick_file(path, split))
     if path.is_file():
         return read_records(path)
     if path.suffix or str(source).startswith((".", "/", "~")):
@@ -470,7 +463,7 @@ def lcb_row(record: dict[str, Any]) -> dict[str, Any]:
 def load_lcb(
     source: str | Path, split: str = "test", limit: int | None = None, version: str = "v6"
 ) -> list[dict[str, Any]]:
-    """LiveCodeBench problems from a local jsonl, or a directory of its release shards.
+    """LiveCodeBench problems from a local jsonl, or a snapshot directory of its release shards.
 
     In a directory, ``version`` picks the shard: ``v6`` is ``test6.jsonl`` (the problems new
     in release 6, the paper's 175), ``v1`` is ``test.jsonl``.
@@ -480,9 +473,13 @@ def load_lcb(
         raise ValueError(f"LiveCodeBench version must look like 'v6', got {version!r}")
     shard = "test.jsonl" if number == "1" else f"test{number}.jsonl"
     path = Path(source).expanduser()
-    if not path.exists() and not path.suffix and not str(source).startswith((".", "/", "~")):
-        records = _load_source(source, split, version_tag=f"v{number}", trust_remote_code=True)
-    elif path.is_dir():
+    if not path.exists():
+        # the hub copy is a loading script that current `datasets` releases no longer run
+        raise FileNotFoundError(
+            f"no LiveCodeBench data at {source}: pass a local jsonl file or the directory "
+            f"of a code_generation_lite snapshot (with {shard})"
+        )
+    if path.is_dir():
         if not (path / shard).is_file():
             raise FileNotFoundError(f"no LiveCodeBench {version} shard {shard} in {path}")
         records = read_records(path / shard)

@@ -104,6 +104,10 @@ class RuntimeCache:
             raise
 
 
+# A failure of the sandbox itself says nothing about the reference: do not cache it.
+INCONCLUSIVE_STATUSES = frozenset({"harness_error"})
+
+
 def summarize_runs(key: str, statuses: list[str], cpu_times: list[float]) -> ReferenceTiming:
     """A timing from the reference's runs: usable only if every run passed."""
     ok = bool(statuses) and all(s == "passed" for s in statuses) and all(t > 0 for t in cpu_times)

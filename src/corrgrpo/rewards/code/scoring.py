@@ -25,7 +25,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from corrgrpo.rewards.code.calibration import RuntimeCache, problem_key, summarize_runs
+from corrgrpo.rewards.code.calibration import (
+    INCONCLUSIVE_STATUSES,
+    RuntimeCache,
+    problem_key,
+    summarize_runs,
+)
 from corrgrpo.rewards.code.execution import Executor, Job, Outcome, default_executor
 from corrgrpo.rewards.code.extract import completion_text, extract_code, format_reward
 from corrgrpo.rewards.code.static import ast_similarity, build_program, compiles, syntax_reward
@@ -242,13 +247,16 @@ class CodeScorer:
         norm = [normalize_row(r) for r in rows]
         texts = [completion_text(c) for c in completions]
         keys = [_score_key(r, t) for r, t in zip(norm, texts, strict=True)]
-        todo = {k: i for i, k in enumerate(keys) if k not in self._memo}
+        found = {k: self._memo[k] for k in keys if k in self._memo}
+        todo = {k: i for i, k in enumerate(keys) if k not in found}
         if todo:
             indices = list(todo.values())
             fresh = self._score_uncached([norm[i] for i in indices], [texts[i] for i in indices])
             for index, result in zip(indices, fresh, strict=True):
-                self._remember(keys[index], result)
-        return [self._memo[k] for k in keys]
+                found[keys[index]] = result
+                if result.status not in INCONCLUSIVE_STATUSES:  # retry sandbox failures
+                    self._remember(keys[index], result)
+        return [found[k] for k in keys]
 
     def reference_time(self, rows: Sequence[dict[str, Any]]) -> list[float | None]:
         """Calibrated mean reference CPU time of each row (runs what is not cached)."""
@@ -353,7 +361,8 @@ class CodeScorer:
                 timing = summarize_runs(
                     key, [o.status for o in chunk], [o.cpu_time_s or 0.0 for o in chunk]
                 )
-                self.runtime_cache.put(timing)
+                if not INCONCLUSIVE_STATUSES.intersection(timing.statuses):
+                    self.runtime_cache.put(timing)
                 for index in pending[key][1]:
                     result[index] = timing.mean_cpu_time_s if timing.ok else None
         return result
