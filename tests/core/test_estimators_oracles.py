@@ -39,7 +39,7 @@ def test_test_vector_corr_grpo_and_q() -> None:
 
 
 def test_test_vector_gdpo_group_stage() -> None:
-    z = group_zscores(X, Groups.dense(1, 4), eps=1e-6, ddof=1).sum(1)
+    z = group_zscores(X[None], Groups.dense(1, 4), eps=1e-6, ddof=1).sum(-1)[0]
     torch.testing.assert_close(z, torch.tensor([0.240308, 0.759690, -2.848470, 1.848472], dtype=torch.float64), atol=2e-6, rtol=0)
     # MO-GRPO is exactly that group stage
     torch.testing.assert_close(adv(X[None], "mo_grpo", eps=1e-6)[0], z)
@@ -72,7 +72,7 @@ def test_c_q_is_one_constant_ratio_per_group() -> None:
     a_grpo = adv(g, "grpo", eps=eps)
     ratio = a_corr / a_grpo
     torch.testing.assert_close(ratio, ratio[:, :1].expand_as(ratio), rtol=1e-9, atol=0)
-    q = correlation_sum(g.reshape(-1, 4), Groups.dense(6, 8), torch.ones(4, dtype=torch.float64))
+    q = correlation_sum(g, Groups.dense(6, 8), torch.ones(4, dtype=torch.float64))
     s = g.sum(2).std(1)
     torch.testing.assert_close(ratio[:, 0], (s + eps) / (q.sqrt() + eps))
     assert bool((ratio > 0).all())
@@ -83,8 +83,8 @@ def test_denominator_invariant_to_positive_affine_maps() -> None:
     g = torch.rand(3, 8, 3, dtype=torch.float64, generator=gen)
     scale = torch.tensor([0.01, 3.0, 250.0], dtype=torch.float64)
     shift = torch.tensor([5.0, -2.0, 0.3], dtype=torch.float64)
-    q1 = correlation_sum(g.reshape(-1, 3), Groups.dense(3, 8), torch.ones(3, dtype=torch.float64))
-    q2 = correlation_sum((g * scale + shift).reshape(-1, 3), Groups.dense(3, 8), torch.ones(3, dtype=torch.float64))
+    q1 = correlation_sum(g, Groups.dense(3, 8), torch.ones(3, dtype=torch.float64))
+    q2 = correlation_sum(g * scale + shift, Groups.dense(3, 8), torch.ones(3, dtype=torch.float64))
     torch.testing.assert_close(q1, q2)
 
 
@@ -166,7 +166,7 @@ def test_hazard_guard_counts_triggers() -> None:
 def test_gdpo_corr_uses_batch_correlation_denominator() -> None:
     gen = torch.Generator().manual_seed(4)
     g = torch.rand(5, 6, 3, dtype=torch.float64, generator=gen)
-    terms = group_zscores(g.reshape(-1, 3), Groups.dense(5, 6), 1e-4, 1)
+    terms = group_zscores(g, Groups.dense(5, 6), 1e-4, 1).reshape(-1, 3)
     s = terms.sum(1)
     q = torch.corrcoef(terms.T).sum()
     want = (s - s.mean()) / torch.sqrt(q + 1e-6)

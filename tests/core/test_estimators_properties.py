@@ -45,7 +45,7 @@ def test_dense_equals_flat_and_permutation_invariant(r: torch.Tensor, est: str, 
 @given(r=dense_rewards(), w=weights_st)
 def test_q_nonnegative_and_correlation_psd(r: torch.Tensor, w: list[float]) -> None:
     b, g, k = r.shape
-    q = correlation_sum(r.reshape(-1, k), Groups.dense(b, g), torch.tensor(w[:k], dtype=torch.float64))
+    q = correlation_sum(r, Groups.dense(b, g), torch.tensor(w[:k], dtype=torch.float64))
     assert bool((q >= -1e-9).all())
     d = corrgrpo.diagnose(r, weights=w[:k], estimators=[])
     eig = torch.linalg.eigvalsh(d.correlation)

@@ -36,7 +36,7 @@ def test_rdpo_whitened_components_are_decorrelated() -> None:
     r[..., 1] = r[..., 0] + 0.1 * r[..., 1]  # strongly correlated pair
     from corrgrpo.estimators import Groups, group_quantile_scores
 
-    q = group_quantile_scores(r[0], Groups.dense(1, 32))
+    q = group_quantile_scores(r[0], Groups.dense(1, 32).scattered())
     assert torch.allclose(q.mean(0), torch.zeros(3, dtype=torch.float64), atol=1e-12)
     # each column is a permutation of the same normal scores (no ties)
     torch.testing.assert_close(q[:, 0].sort().values, q[:, 2].sort().values)

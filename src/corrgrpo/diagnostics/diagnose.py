@@ -175,7 +175,7 @@ def diagnose(
 def _canonical(rewards: Tensor, group_index: object) -> tuple[Tensor, Groups, int]:
     if rewards.dim() == 3:
         b, g, k = rewards.shape
-        return rewards.reshape(b * g, k), Groups.dense(b, g, rewards.device), k
+        return rewards.reshape(b * g, k), Groups.dense(b, g, rewards.device).scattered(), k
     groups = Groups.from_index(group_index, device=rewards.device)  # type: ignore[arg-type]
     return rewards, groups, rewards.shape[1]
 

@@ -62,6 +62,7 @@ def compute_advantages(
         if b == 0 or g == 0 or k == 0:
             raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (B, G, K)")
         flat = rewards.reshape(b * g, k)
+        samples = rewards  # estimators work on the (B, G, K) layout directly
         groups = Groups.dense(b, g, device=rewards.device)
         out_shape: tuple[int, ...] = (b, g)
     elif rewards.dim() == 2:
@@ -76,7 +77,7 @@ def compute_advantages(
             raise ValueError(
                 f"group_index has length {len(group_index)} but rewards has N={n} rows"
             )
-        flat = rewards
+        flat = samples = rewards
         groups = Groups.from_index(group_index, device=rewards.device)
         out_shape = (n,)
     else:
@@ -87,7 +88,7 @@ def compute_advantages(
     if check_finite:
         _reject_inf(flat)
     w = _weights(weights, k, rewards.device)
-    adv = fn(flat.to(torch.float64), groups, w, eps=eps, ddof=ddof, stats=stats, **options)
+    adv = fn(samples.to(torch.float64), groups, w, eps=eps, ddof=ddof, stats=stats, **options)
     return adv.reshape(out_shape).to(rewards.dtype)
 
 

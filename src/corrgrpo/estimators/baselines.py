@@ -86,7 +86,7 @@ def mo_grpo_advantages(
     """
     eps = 1e-4 if eps is None else eps
     tot = total_stats(rewards, groups, ddof)
-    adv = (group_zscores(rewards, groups, eps, ddof) * weights).sum(dim=1)
+    adv = (group_zscores(rewards, groups, eps, ddof) * weights).sum(dim=-1)
     _record_common(stats, tot)
     return finalize(adv, tot, groups)
 
@@ -137,11 +137,12 @@ def gdpo_corr_advantages(
     """
     eps = 1e-4 if eps is None else eps
     s, rows, tot = _gdpo_scores(rewards, groups, weights, eps, ddof)
-    terms = group_zscores(rewards, groups, eps, ddof) * weights
+    terms = (group_zscores(rewards, groups, eps, ddof) * weights).reshape(-1, rewards.shape[-1])
+    flat_rows = rows.reshape(-1)
     batch = Groups(index=torch.zeros_like(groups.index), num_slots=1)
-    masked = torch.where(rows.unsqueeze(1), terms, torch.nan)
+    masked = torch.where(flat_rows.unsqueeze(-1), terms, torch.nan)
     z = component_stats(masked, batch, ddof).standardized(batch)
-    q = group_variance(z.sum(dim=1), rows, batch, ddof)[0]
+    q = group_variance(z.sum(dim=-1), flat_rows, batch, ddof)[0]
     adv = (s - _batch_mean(s, rows)) / stabilized_root(q, corr_eps, stabilizer)
     _record_common(stats, tot)
     if stats is not None:
@@ -153,7 +154,7 @@ def _gdpo_scores(
     rewards: Tensor, groups: Groups, weights: Tensor, eps: float, ddof: int
 ) -> tuple[Tensor, Tensor, object]:
     tot = total_stats(rewards, groups, ddof)
-    s = (group_zscores(rewards, groups, eps, ddof) * weights).sum(dim=1)
+    s = (group_zscores(rewards, groups, eps, ddof) * weights).sum(dim=-1)
     rows = tot.scorable & ~groups.expand(tot.singleton)
     return s, rows, tot
 

@@ -44,8 +44,8 @@ def correlation_sum(
     else:
         raise ValueError(f"corr_weighting must be 'absorbed' or 'weights', got {corr_weighting!r}")
     z = cs.standardized(groups) * coef
-    rows = ~torch.isnan(rewards).all(dim=1)
-    return group_variance(z.sum(dim=1), rows, groups, ddof)
+    rows = ~torch.isnan(rewards).all(dim=-1)
+    return group_variance(z.sum(dim=-1), rows, groups, ddof)
 
 
 @register_estimator("corr_grpo")

@@ -17,6 +17,10 @@ from torch import Tensor
 class Groups:
     """Maps each of N samples to a group slot in ``[0, num_slots)``.
 
+    Sample tensors are (N, ...) in general, or (B, G, ...) for the dense layout
+    (``group_size`` set); estimators reduce over components with ``dim=-1`` so the same code
+    serves both.
+
     ``num_slots`` is an upper bound on the number of groups (dense input: exactly B; a tensor
     group index: N, so that relabelling needs no host sync). Unused slots hold no samples and
     every per-group statistic of theirs is ignored.
@@ -24,11 +28,14 @@ class Groups:
 
     index: Tensor  # (N,) int64
     num_slots: int
+    #: set for dense input (samples laid out as num_slots contiguous groups of this size):
+    #: reductions then run on a (B, G, ...) view instead of scatter operations
+    group_size: int | None = None
 
     @staticmethod
     def dense(num_groups: int, group_size: int, device: torch.device | str = "cpu") -> Groups:
         index = torch.arange(num_groups, device=device).repeat_interleave(group_size)
-        return Groups(index=index, num_slots=num_groups)
+        return Groups(index=index, num_slots=num_groups, group_size=group_size)
 
     @staticmethod
     def from_index(group_index: Tensor | Sequence[Hashable], device: torch.device | str = "cpu") -> Groups:
@@ -61,12 +68,26 @@ class Groups:
         return self.index.numel()
 
     # -- reductions ----------------------------------------------------------------------
+    def scattered(self) -> Groups:
+        """The same grouping without the dense layout (for code that works on flat (N, ...))."""
+        return Groups(index=self.index, num_slots=self.num_slots)
+
+    def _view(self, x: Tensor) -> Tensor:
+        # dense estimators pass (B, G, ...) tensors; accept flat (N, ...) too
+        if x.shape[:2] == (self.num_slots, self.group_size):
+            return x
+        return x.reshape(self.num_slots, self.group_size, *x.shape[1:])  # type: ignore[arg-type]
+
     def sum(self, x: Tensor) -> Tensor:
         """Per-slot sum of ``x`` (N, ...) -> (num_slots, ...)."""
+        if self.group_size is not None:
+            return self._view(x).sum(1)
         out = x.new_zeros((self.num_slots, *x.shape[1:]))
         return out.index_add_(0, self.index, x)
 
     def _reduce(self, x: Tensor, op: str, fill: float) -> Tensor:
+        if self.group_size is not None:
+            return self._view(x).amax(1) if op == "amax" else self._view(x).amin(1)
         shape = (self.num_slots, *x.shape[1:])
         idx = self.index.view(-1, *([1] * (x.dim() - 1))).expand_as(x)
         out = torch.full(shape, fill, dtype=x.dtype, device=x.device)
@@ -79,7 +100,13 @@ class Groups:
         return self._reduce(x, "amin", float("inf"))
 
     def expand(self, per_slot: Tensor) -> Tensor:
-        """Broadcast a per-slot tensor back to samples."""
+        """Per-slot values lined up with the samples.
+
+        Dense layout: a (B, 1, ...) view that broadcasts against (B, G, ...) sample tensors
+        (no copy); otherwise a gather to (N, ...).
+        """
+        if self.group_size is not None:
+            return per_slot.unsqueeze(1)
         return per_slot[self.index]
 
 

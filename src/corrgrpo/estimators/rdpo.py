@@ -65,6 +65,9 @@ def rdpo_advantages(
     Constant components contribute 0; singleton groups get 0.
     """
     eps = 1e-6 if eps is None else eps
+    out_shape = rewards.shape[:-1]
+    rewards = rewards.reshape(-1, rewards.shape[-1])  # ranking works on the flat layout
+    groups = groups.scattered()
     tot = total_stats(rewards, groups, ddof)
     q = group_quantile_scores(rewards, groups)
     cs = component_stats(q, groups, ddof)
@@ -82,4 +85,4 @@ def rdpo_advantages(
     adv = (white * weights).sum(dim=1)
     if stats is not None:
         stats["singleton_groups"] = (tot.singleton & (tot.count > 0)).sum()
-    return finalize(adv, tot, groups)
+    return finalize(adv, tot, groups).reshape(out_shape)

@@ -17,7 +17,7 @@ from corrgrpo.estimators.groups import Groups
 
 @dataclass(frozen=True)
 class ComponentStats:
-    """Per-group moments of each component of an (N, K) matrix."""
+    """Per-group moments of each component of an (N, K) or dense (B, G, K) tensor."""
 
     valid: Tensor  # (N, K) bool: not NaN
     count: Tensor  # (S, K) float64: valid samples per group
@@ -71,10 +71,10 @@ class TotalStats:
 
 
 def total_stats(u: Tensor, groups: Groups, ddof: int = 1) -> TotalStats:
-    scorable = ~torch.isnan(u).all(dim=1)
-    total = torch.where(scorable, torch.nansum(u, dim=1), torch.nan)
-    s = component_stats(total.unsqueeze(1), groups, ddof)
-    centered = torch.where(groups.expand(s.zero_variance[:, 0]), 0.0, s.centered[:, 0])
+    scorable = ~torch.isnan(u).all(dim=-1)
+    total = torch.where(scorable, torch.nansum(u, dim=-1), torch.nan)
+    s = component_stats(total.unsqueeze(-1), groups, ddof)
+    centered = torch.where(groups.expand(s.zero_variance[:, 0]), 0.0, s.centered[..., 0])
     return TotalStats(
         scorable=scorable,
         total=torch.where(scorable, total, 0.0),
@@ -103,5 +103,5 @@ def stabilized_root(q: Tensor, eps: float, stabilizer: str) -> Tensor:
 
 def group_variance(x: Tensor, rows: Tensor, groups: Groups, ddof: int) -> Tensor:
     """Variance of a per-sample scalar ``x`` (N,) over the rows where ``rows`` is True."""
-    s = component_stats(torch.where(rows, x, torch.nan).unsqueeze(1), groups, ddof)
+    s = component_stats(torch.where(rows, x, torch.nan).unsqueeze(-1), groups, ddof)
     return s.var[:, 0]
