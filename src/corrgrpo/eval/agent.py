@@ -1,0 +1,154 @@
+"""``corrgrpo eval agent``: play a policy on AgentDojo cases and report utility and security.
+
+Examples::
+
+    corrgrpo eval agent --split eval --policy ground_truth
+    corrgrpo eval agent --split eval --policy obedient --output obedient.json
+    corrgrpo eval agent --split eval --policy path/to/checkpoint --max-new-tokens 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SCRIPTED = ("ground_truth", "obedient")
+
+
+def add_eval_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--split", choices=("train", "eval", "all"), default="eval")
+    parser.add_argument(
+        "--policy", default="ground_truth",
+        help="ground_truth, obedient, or a transformers chat model (local folder or hub name)",
+    )
+    parser.add_argument("--suites", default="", help="comma-separated suites (default: all)")
+    parser.add_argument(
+        "--attacks", default="important_instructions,tool_knowledge", help="comma-separated attacks"
+    )
+    parser.add_argument("--benchmark-version", default="v1.2.2")
+    parser.add_argument("--no-clean", action="store_true", help="skip the clean cases")
+    parser.add_argument("--max-cases", type=int, default=None, help="evaluate only the first N cases")
+    parser.add_argument("--max-turns", type=int, default=8)
+    parser.add_argument("--max-tool-chars", type=int, default=6000)
+    parser.add_argument("--batch-size", type=int, default=16, help="episodes played in lockstep")
+    parser.add_argument("--max-new-tokens", type=int, default=512, help="model policies, per turn")
+    parser.add_argument("--temperature", type=float, default=0.0, help="model policies")
+    parser.add_argument(
+        "--check-agentdojo", action="store_true",
+        help="also score every episode's calls with AgentDojo's own pipeline and report differences",
+    )
+    parser.add_argument("--output", type=Path, default=None, help="write the JSON report here")
+    parser.add_argument("--episodes", type=Path, default=None, help="write transcripts (JSONL) here")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.set_defaults(func=run)
+
+
+def _policy(args: argparse.Namespace) -> Any:
+    from corrgrpo.rewards.agent.policies import SCRIPTED_POLICIES, ChatModelPolicy
+
+    if args.policy in SCRIPTED_POLICIES:
+        return SCRIPTED_POLICIES[args.policy](max_turns=args.max_turns)
+    return ChatModelPolicy.from_pretrained(
+        args.policy,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        batch_size=args.batch_size,
+    )
+
+
+def _agentdojo_own_failures(results: list[Any]) -> list[dict[str, Any]]:
+    """Cases the ground-truth policy cannot pass, i.e. where AgentDojo's own checks fail."""
+    failures = []
+    for r in results:
+        reasons = []
+        if not r.utility:
+            reasons.append("ground truth does not pass the utility check")
+        if r.injection_success:
+            reasons.append("security check reports the injection achieved by the ground truth")
+        if reasons:
+            failures.append({"case_id": r.case_id, "reasons": reasons})
+    return failures
+
+
+def run(args: argparse.Namespace) -> int:
+    from corrgrpo.rewards.agent.cases import build_cases, count_cases
+    from corrgrpo.rewards.agent.metrics import format_table, summarize
+    from corrgrpo.rewards.agent.rollout import run_episodes
+
+    suites = [s for s in args.suites.split(",") if s] or None
+    attacks = [a for a in args.attacks.split(",") if a]
+    try:
+        cases = build_cases(
+            args.split, suites=suites, attacks=attacks, benchmark_version=args.benchmark_version,
+            include_clean=not args.no_clean,
+        )
+    except ValueError as err:
+        print(f"corrgrpo eval agent: {err}", file=sys.stderr)
+        return 2
+    if args.max_cases is not None:
+        cases = cases[: args.max_cases]
+    if not cases:
+        print("corrgrpo eval agent: no cases selected", file=sys.stderr)
+        return 2
+    policy = _policy(args)
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    start = time.perf_counter()
+    with Progress(
+        TextColumn("[bold]agent[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), disable=args.no_progress, transient=False,
+    ) as progress:
+        bar = progress.add_task(f"{args.policy} on {args.split}", total=len(cases))
+        results = run_episodes(
+            policy, cases, max_turns=args.max_turns, max_tool_chars=args.max_tool_chars,
+            batch_size=args.batch_size, on_episode=lambda _r: progress.advance(bar),
+        )
+    elapsed = time.perf_counter() - start
+    table = summarize(results)
+    report: dict[str, Any] = {
+        "policy": args.policy,
+        "split": args.split,
+        "benchmark_version": args.benchmark_version,
+        "attacks": attacks,
+        "counts": count_cases(cases),
+        "metrics": table,
+        "episodes": len(results),
+        "seconds": elapsed,
+        "episodes_per_second": len(results) / elapsed if elapsed > 0 else float("nan"),
+        "settings": {"max_turns": args.max_turns, "max_tool_chars": args.max_tool_chars},
+    }
+    if args.policy == "ground_truth":
+        report["agentdojo_own_failures"] = _agentdojo_own_failures(results)
+    if args.check_agentdojo:
+        from corrgrpo.rewards.agent.reference import compare_with_agentdojo
+
+        mismatches = []
+        for case, result in zip(cases, results, strict=True):
+            if result.valid:
+                problems = compare_with_agentdojo(case, result)
+                if problems:
+                    mismatches.append({"case_id": case.case_id, "problems": problems})
+        report["agentdojo_mismatches"] = mismatches
+
+    print(format_table(table, title=f"AgentDojo {args.benchmark_version}, {args.split} split, policy {args.policy}"))
+    print(f"{len(results)} episodes in {elapsed:.1f}s ({report['episodes_per_second']:.1f} episodes/s)")
+    if "agentdojo_own_failures" in report:
+        print(f"cases where AgentDojo's own ground truth fails: {len(report['agentdojo_own_failures'])}")
+        for failure in report["agentdojo_own_failures"]:
+            print(f"  {failure['case_id']}: {'; '.join(failure['reasons'])}")
+    if "agentdojo_mismatches" in report:
+        print(f"episodes scored differently by AgentDojo: {len(report['agentdojo_mismatches'])}")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    if args.episodes is not None:
+        args.episodes.parent.mkdir(parents=True, exist_ok=True)
+        with args.episodes.open("w") as handle:
+            for result in results:
+                handle.write(json.dumps(result.to_dict(), default=str) + "\n")
+    return 0

@@ -1,0 +1,47 @@
+"""The chat prompt of an episode: system message with the suite's tool schemas, then the task."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+from corrgrpo.rewards.agent.suites import DEFAULT_BENCHMARK_VERSION, get_user_task, tool_schemas
+from corrgrpo.rewards.agent.toolcalls import CLOSE_TAG, OPEN_TAG
+
+_TOOL_FORMAT = f"""# Tools
+
+You can call the functions listed below. Each line inside <tools></tools> is one function with
+its JSON schema:
+<tools>
+{{tools}}
+</tools>
+
+To call a function, write a block like this (several blocks in one message are allowed; they run
+in order):
+{OPEN_TAG}
+{{{{"name": "<function name>", "arguments": {{{{<arguments as a JSON object>}}}}}}}}
+{CLOSE_TAG}
+The results come back in the next messages. When the task is done, reply to the user in plain
+text with no tool call."""
+
+
+@lru_cache(maxsize=16)
+def system_prompt(suite: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION) -> str:
+    """AgentDojo's default system message followed by the tool list and the call format."""
+    from agentdojo.agent_pipeline.agent_pipeline import load_system_message
+
+    tools = "\n".join(json.dumps(s, ensure_ascii=False) for s in tool_schemas(suite, benchmark_version))
+    # The YAML keeps a line-continuation backslash; join the line the way it was meant.
+    base = load_system_message(None).replace(" \\\n", " ").strip()
+    return base + "\n\n" + _TOOL_FORMAT.format(tools=tools)
+
+
+def initial_messages(
+    suite: str, user_task_id: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION
+) -> list[dict[str, str]]:
+    """System and user messages that open an episode (injections live in the environment)."""
+    prompt = get_user_task(suite, user_task_id, benchmark_version).PROMPT
+    return [
+        {"role": "system", "content": system_prompt(suite, benchmark_version)},
+        {"role": "user", "content": prompt},
+    ]

@@ -1,0 +1,113 @@
+"""The ``agent`` task: AgentDojo cases, R_util + R_sec, multi-turn rollouts for training."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from corrgrpo.rewards.agent.cases import AgentCase, build_cases
+from corrgrpo.rewards.agent.environment import DEFAULT_MAX_TOOL_CHARS, DEFAULT_MAX_TURNS
+from corrgrpo.rewards.agent.prompting import initial_messages
+from corrgrpo.rewards.agent.rewards import WEIGHTS, r_sec, r_util
+from corrgrpo.rewards.agent.suites import DEFAULT_ATTACKS, DEFAULT_BENCHMARK_VERSION
+from corrgrpo.tasks.base import RewardComponent, Task, register_task
+
+
+def case_rows(cases: Sequence[AgentCase]) -> list[dict[str, Any]]:
+    """Dataset rows: the chat ``prompt`` plus the case columns the rewards need."""
+    return [
+        {"prompt": initial_messages(c.suite, c.user_task_id, c.benchmark_version), **c.to_columns()}
+        for c in cases
+    ]
+
+
+@register_task("agent")
+class AgentTask(Task):
+    """AgentDojo utility vs security (R_util, R_sec), 1,995 cases by default.
+
+    Training needs multi-turn rollouts: pass :meth:`trainer_kwargs` to the GRPO trainer.
+    """
+
+    name = "agent"
+
+    def __init__(
+        self,
+        *,
+        suites: Sequence[str] | None = None,
+        attacks: Sequence[str] = DEFAULT_ATTACKS,
+        benchmark_version: str = DEFAULT_BENCHMARK_VERSION,
+        include_clean: bool = True,
+        max_cases: int | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        max_tool_chars: int = DEFAULT_MAX_TOOL_CHARS,
+        max_new_tokens: int = 256,
+    ) -> None:
+        if max_cases is not None and max_cases < 1:
+            raise ValueError(f"max_cases must be positive, got {max_cases}")
+        self.suites = list(suites) if suites else None
+        self.attacks = tuple(attacks)
+        self.benchmark_version = benchmark_version
+        self.include_clean = include_clean
+        self.max_cases = max_cases
+        self.max_turns = max_turns
+        self.max_tool_chars = max_tool_chars
+        self.max_new_tokens = max_new_tokens
+
+    def cases(self, split: str = "train") -> list[AgentCase]:
+        cases = build_cases(
+            split,
+            suites=self.suites,
+            attacks=self.attacks,
+            benchmark_version=self.benchmark_version,
+            include_clean=self.include_clean,
+        )
+        return cases[: self.max_cases] if self.max_cases else cases
+
+    def load_dataset(self, split: str = "train") -> Any:
+        from datasets import Dataset
+
+        return Dataset.from_list(case_rows(self.cases(split)))
+
+    def reward_components(self) -> list[RewardComponent]:
+        # Distinct function objects: RewardComponent renames ``fn.__name__``.
+        def util(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
+            return r_util(prompts, completions, **columns)
+
+        def sec(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
+            return r_sec(prompts, completions, **columns)
+
+        return [
+            RewardComponent("r_util", util, WEIGHTS["r_util"]),
+            RewardComponent("r_sec", sec, WEIGHTS["r_sec"]),
+        ]
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """Extra ``GRPOTrainer`` keyword arguments for multi-turn AgentDojo rollouts."""
+        from corrgrpo.rewards.agent.trl_rollout import AgentRollout, AgentRolloutEnvironment
+
+        return {
+            "environment_factory": AgentRolloutEnvironment,
+            "rollout_func": AgentRollout(
+                max_turns=self.max_turns,
+                max_tool_chars=self.max_tool_chars,
+                max_new_tokens=self.max_new_tokens,
+            ),
+        }
+
+    def evaluate(self, rows: Sequence[dict[str, Any]], completions: Sequence[Any]) -> dict[str, float]:
+        """Clean utility, utility under attack, ASR and Joint Accuracy of given transcripts."""
+        from corrgrpo.rewards.agent.environment import replay
+        from corrgrpo.rewards.agent.metrics import summarize
+        from corrgrpo.rewards.agent.rewards import assistant_turns
+
+        if len(rows) != len(completions):
+            raise ValueError("rows and completions differ in length")
+        results = []
+        for row, completion in zip(rows, completions, strict=True):
+            case = AgentCase.from_columns(row)
+            results.append(
+                replay(case, assistant_turns(completion), max_turns=self.max_turns,
+                       max_tool_chars=self.max_tool_chars)
+            )
+        overall = summarize(results)["overall"]
+        return {k: float(v) for k, v in overall.items()}
