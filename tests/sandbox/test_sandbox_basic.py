@@ -43,10 +43,14 @@ def test_status_categories(pool: SandboxPool) -> None:
         "runtime_error": TWO_SUM.replace("seen = {}", "seen = {}; 1 / 0"),
         "timeout": TWO_SUM.replace("seen = {}", "while True: pass"),
         "memory": TWO_SUM.replace("seen = {}", "seen = {}; big = [0] * (10 ** 10)"),
-        "output_limit": TWO_SUM.replace("seen = {}", "seen = {}\n        while True: print('x' * 1000)"),
+        "output_limit": TWO_SUM.replace(
+            "seen = {}", "seen = {}\n        while True: print('x' * 1000)"
+        ),
         "crash": TWO_SUM.replace("seen = {}", "seen = {}; import ctypes; ctypes.string_at(0)"),
     }
-    requests = [_calls(p, cpu_time_limit_s=0.5, output_limit_bytes=10_000) for p in programs.values()]
+    requests = [
+        _calls(p, cpu_time_limit_s=0.5, output_limit_bytes=10_000) for p in programs.values()
+    ]
     results = pool.run(requests)
     assert [r.status for r in results] == list(programs), [(r.status, r.message) for r in results]
     assert not any(r.runtime_ok for r in results)
@@ -56,8 +60,14 @@ def test_status_categories(pool: SandboxPool) -> None:
 def test_assert_mode_is_forgeable(pool: SandboxPool) -> None:
     ok, bad = pool.run(
         [
-            ExecutionRequest(program=TWO_SUM, entry_point="Solution().twoSum", assert_test=TWO_SUM_TEST),
-            ExecutionRequest(program=TWO_SUM.replace("return [", "return 0 and ["), entry_point="Solution().twoSum", assert_test=TWO_SUM_TEST),
+            ExecutionRequest(
+                program=TWO_SUM, entry_point="Solution().twoSum", assert_test=TWO_SUM_TEST
+            ),
+            ExecutionRequest(
+                program=TWO_SUM.replace("return [", "return 0 and ["),
+                entry_point="Solution().twoSum",
+                assert_test=TWO_SUM_TEST,
+            ),
         ]
     )
     assert ok.status == "passed" and ok.forgeable

@@ -25,9 +25,11 @@ import struct
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from corrgrpo.sandbox import _syscalls as sc
+from corrgrpo.sandbox.cgroups import WorkerCgroups
 
 PRELOADED_MODULES = (
     "typing",
@@ -61,6 +63,7 @@ PRELOADED_MODULES = (
     "corrgrpo.sandbox.isolation",
 )
 RESULT_CHANNEL_LIMIT = 64 << 20
+_CGROUP_MEMORY_HEADROOM = 64 << 20
 _CHUNK = 1 << 16
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _FRAME = struct.Struct(">cI")
@@ -112,6 +115,8 @@ class Worker:
         self.cpu_count = max(1, os.cpu_count() or 1)
         self.body = bytearray(1 << 16)
         self.chunk = bytearray(_CHUNK)
+        # Opened now: the worker's own view of /sys is hidden once its namespaces are set up.
+        self.cgroups = WorkerCgroups(config["cgroups"]) if config.get("cgroups") else None
 
     # -- framing ---------------------------------------------------------------------------
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
@@ -161,6 +166,14 @@ class Worker:
             os.chmod(scratch, 0o777)
             header = {**header, "scratch": scratch}
         flags = sc.CLONE_NEWPID | sc.CLONE_NEWNS | sc.CLONE_NEWIPC if self.isolated else 0
+        cpu_base, oom_base = 0.0, 0
+        if self.cgroups is not None:
+            try:
+                memory = int(header["mem"]) + _CGROUP_MEMORY_HEADROOM
+                self.cgroups.set_limits(memory, int(header["nproc"]) + 4)
+            except OSError:
+                pass  # a lower limit can be refused while old page cache is charged
+            cpu_base, oom_base = self.cgroups.cpu_seconds(), self.cgroups.oom_kills()
         started = time.monotonic()
         pidfd = -1
         try:
@@ -174,13 +187,27 @@ class Worker:
                     (out_w, err_w, res_w),
                     self.isolated,
                     self.uid,
+                    self.cgroups,
                 )
             for fd in (out_w, err_w, res_w):
                 os.close(fd)
             out_w = err_w = res_w = -1
             pidfd = os.pidfd_open(child)
-            summary = self._supervise(header, child, pidfd, (out_r, err_r, res_r), started)
+            cgroups = self.cgroups
+
+            def cpu_used() -> float:
+                if cgroups is not None:
+                    return cgroups.cpu_seconds() - cpu_base
+                return _process_cpu_seconds(child)
+
+            summary = self._supervise(
+                header, cpu_used, pidfd, (out_r, err_r, res_r), started, child
+            )
             summary.update(self._reap(child))
+            if cgroups is not None:
+                # Every process of the run, including children it never waited for.
+                summary["cpu"] = cpu_used()
+                summary["oom_kills"] = cgroups.oom_kills() - oom_base
             summary["wall"] = time.monotonic() - started
             return summary
         finally:
@@ -202,10 +229,11 @@ class Worker:
     def _supervise(
         self,
         header: dict[str, Any],
-        child: int,
+        cpu_used: Callable[[], float],
         pidfd: int,
         fds: tuple[int, int, int],
         started: float,
+        child: int,
     ) -> dict[str, Any]:
         out_r, err_r, res_r = fds
         kinds = {out_r: b"O", err_r: b"E", res_r: b"R"}
@@ -229,7 +257,7 @@ class Worker:
                 killed = "wall"
                 break
             if now >= next_cpu_check:
-                used = _process_cpu_seconds(child)
+                used = cpu_used()
                 if used >= cpu_limit:
                     killed, cpu_at_kill = "cpu", used
                     break
@@ -292,11 +320,18 @@ class Worker:
 
 
 def _child_main(
-    header: dict[str, Any], body_raw: bytes, fds: tuple[int, int, int], isolated: bool, uid: int
+    header: dict[str, Any],
+    body_raw: bytes,
+    fds: tuple[int, int, int],
+    isolated: bool,
+    uid: int,
+    cgroups: WorkerCgroups | None,
 ) -> None:
     """The sandboxed process (PID 1 of its namespace when isolated). Never returns."""
     try:
         sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if cgroups is not None:
+            cgroups.join()
         body = json.loads(body_raw)
         del body_raw
         if isolated:
@@ -366,6 +401,7 @@ def _child_main(
 def main(argv: list[str]) -> int:
     config = json.loads(argv[1])
     ready: dict[str, Any] = {"isolated": False, "pid": os.getpid()}
+    worker = Worker(config)
     try:
         # Import first: the project tree is hidden once the filesystem view is in place.
         for name in PRELOADED_MODULES:
@@ -377,7 +413,6 @@ def main(argv: list[str]) -> int:
             ready["isolated"] = True
     except Exception as error:
         ready["error"] = f"{type(error).__name__}: {error}"
-    worker = Worker(config)
     worker.send(b"K", json.dumps(ready).encode())
     if "error" in ready:
         return 1

@@ -157,7 +157,7 @@ def judge(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
     errors = [r for r in records if r["k"] == "error"] + [
         r for r in records if r["k"] == "call" and not r.get("ok")
     ]
-    if any(r.get("e") == "MemoryError" for r in errors):
+    if summary.get("oom_kills") or any(r.get("e") == "MemoryError" for r in errors):
         return _finish(result, "memory", "memory limit exceeded (MemoryError)")
     if result.signal is not None:
         name = (

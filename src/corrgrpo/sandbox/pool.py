@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from corrgrpo.sandbox.cgroups import CgroupPaths, create_worker_cgroups, remove_worker_cgroups
 from corrgrpo.sandbox.isolation import (
     DEFAULT_ALLOWED_PACKAGES,
     DEFAULT_HIDDEN_PATHS,
@@ -67,14 +68,19 @@ class _WorkerProcess:
         self.exposed = list(exposed)
         self.process: subprocess.Popen[bytes] | None = None
         self.isolated = False
+        self.cgroups: CgroupPaths | None = None
+        # A distinct uid per worker keeps RLIMIT_NPROC and file ownership per sandbox.
+        self.uid = 100_000 + (os.getpid() % 100_000) * 64 + index % 64 + 1
         self.start()
 
     def start(self) -> None:
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        # A distinct uid per worker keeps RLIMIT_NPROC and file ownership per sandbox.
-        uid = 100_000 + (os.getpid() % 100_000) * 64 + self.index % 64 + 1
+        uid = self.uid
+        if self.cgroups is None and (self.isolation == "namespaces" or os.geteuid() == 0):
+            self.cgroups = create_worker_cgroups(f"corrgrpo-sandbox-{os.getpid()}-{self.index}")
         config = {
+            "cgroups": self.cgroups.to_dict() if self.cgroups is not None else None,
             "request_fd": request_r,
             "reply_fd": reply_w,
             "isolation": self.isolation,
@@ -186,7 +192,7 @@ class _WorkerProcess:
         except OSError:
             pass
 
-    def close(self) -> None:
+    def _stop(self) -> None:
         for fd_name in ("request_w", "reply_r"):
             fd = getattr(self, fd_name, None)
             if fd is not None:
@@ -206,8 +212,13 @@ class _WorkerProcess:
     def restart(self) -> None:
         if self.process is not None:
             self.process.kill()
-        self.close()
+        self._stop()
         self.start()
+
+    def close(self) -> None:
+        self._stop()
+        remove_worker_cgroups(self.cgroups)
+        self.cgroups = None
 
 
 def namespaces_available() -> bool:

@@ -104,7 +104,7 @@ class ExecutionRequest:
     - ``expected_stdout`` (optionally ``stdin``): a stdin/stdout program judged on its full output.
 
     ``program`` is the complete source (preamble + candidate code). Limits: CPU seconds (the
-    verdict), a wall-clock backstop (default ``3 * cpu + 2``, for sleeping or starved programs),
+    verdict), a wall-clock backstop (default ``4 * cpu + 5``, for sleeping or starved programs),
     address space, captured output,
     file size, open files and processes.
     """
@@ -174,7 +174,7 @@ class ExecutionRequest:
     def wall_limit(self) -> float:
         if self.wall_time_limit_s is not None:
             return float(self.wall_time_limit_s)
-        return 3.0 * float(self.cpu_time_limit_s) + 2.0
+        return 4.0 * float(self.cpu_time_limit_s) + 5.0
 
 
 @dataclass
