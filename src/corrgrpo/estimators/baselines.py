@@ -64,8 +64,8 @@ def dr_grpo_advantages(
 def group_zscores(rewards: Tensor, groups: Groups, eps: float, ddof: int) -> Tensor:
     """Per-component group z-scores (r - mean_g r) / (std_g r + eps), 0 if constant or NaN."""
     cs = component_stats(rewards, groups, ddof)
-    z = cs.centered / (groups.expand(cs.std) + eps)
-    return torch.where(groups.expand(cs.zero_variance) | ~cs.valid, 0.0, z)
+    z = cs.centered / groups.expand(torch.where(cs.zero_variance, torch.inf, cs.std + eps))
+    return z if cs.valid is None else torch.where(cs.valid, z, 0.0)
 
 
 @register_estimator("mo_grpo")

@@ -12,7 +12,6 @@ from corrgrpo.estimators.registry import register_estimator
 from corrgrpo.estimators.stats import (
     component_stats,
     finalize,
-    group_variance,
     stabilized_root,
     total_stats,
 )
@@ -43,9 +42,10 @@ def correlation_sum(
         coef = weights
     else:
         raise ValueError(f"corr_weighting must be 'absorbed' or 'weights', got {corr_weighting!r}")
-    z = cs.standardized(groups) * coef
-    rows = ~torch.isnan(rewards).all(dim=-1)
-    return group_variance(z.sum(dim=-1), rows, groups, ddof)
+    s = (cs.standardized(groups) * coef).sum(dim=-1)
+    # every z column sums to 0 within its group, so Var(s) is the plain sum of squares
+    scorable = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
+    return groups.sum(s * s) / (scorable - ddof).clamp(min=1.0)
 
 
 @register_estimator("corr_grpo")

@@ -99,6 +99,20 @@ class Groups:
     def min(self, x: Tensor) -> Tensor:
         return self._reduce(x, "amin", float("inf"))
 
+    def sizes(self, dtype: torch.dtype = torch.float64) -> Tensor:
+        """Number of samples in each slot, (num_slots,)."""
+        if self.group_size is not None:
+            return torch.full((self.num_slots,), float(self.group_size), dtype=dtype, device=self.index.device)
+        return self.sum(torch.ones(self.num_samples, dtype=dtype, device=self.index.device))
+
+    def all_equal(self, x: Tensor) -> Tensor:
+        """Per slot and column: every value equals every other (exact; empty slots: True)."""
+        if self.group_size is not None:
+            v = self._view(x)
+            return (v == v[:, :1]).all(dim=1)
+        rep = self.max(x)  # any member would do as the reference value
+        return self.sum((x != self.expand(rep)).to(x.dtype)) == 0
+
     def expand(self, per_slot: Tensor) -> Tensor:
         """Per-slot values lined up with the samples.
 

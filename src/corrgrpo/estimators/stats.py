@@ -19,10 +19,10 @@ from corrgrpo.estimators.groups import Groups
 class ComponentStats:
     """Per-group moments of each component of an (N, K) or dense (B, G, K) tensor."""
 
-    valid: Tensor  # (N, K) bool: not NaN
+    valid: Tensor | None  # like x, bool: not NaN (None: no NaN anywhere)
     count: Tensor  # (S, K) float64: valid samples per group
     mean: Tensor  # (S, K)
-    centered: Tensor  # (N, K): value - group mean, 0 where missing
+    centered: Tensor  # like x: value - group mean, 0 where missing
     std: Tensor  # (S, K): sqrt(sum of squares / (count - ddof)), 0 where zero-variance
     zero_variance: Tensor  # (S, K) bool: max == min, or too few samples for a variance
 
@@ -31,14 +31,23 @@ class ComponentStats:
         return self.std * self.std
 
     def standardized(self, groups: Groups) -> Tensor:
-        """z-scores (N, K) with the same divisor; 0 for zero-variance or missing entries."""
-        std = torch.where(self.zero_variance, torch.ones_like(self.std), self.std)
+        """z-scores with the same divisor; 0 for zero-variance or missing entries."""
+        # dividing by inf zeroes constant components in the same pass
+        std = torch.where(self.zero_variance, torch.inf, self.std)
         z = self.centered / groups.expand(std)
-        return torch.where(groups.expand(self.zero_variance) | ~self.valid, 0.0, z)
+        return z if self.valid is None else torch.where(self.valid, z, 0.0)
+
+
+def has_nan(x: Tensor) -> bool:
+    """Whether ``x`` may hold NaN. Checked on CPU only (free there); on accelerators the
+    NaN-aware path always runs, so that no host synchronisation happens."""
+    return x.device.type != "cpu" or bool(torch.isnan(x).any())
 
 
 def component_stats(x: Tensor, groups: Groups, ddof: int = 1) -> ComponentStats:
-    """Moments of each column of ``x`` (N, K) within groups, ignoring NaN entries."""
+    """Moments of each column of ``x`` (N, K) / (B, G, K) within groups, ignoring NaN."""
+    if not has_nan(x):
+        return _component_stats_dense_values(x, groups, ddof)
     valid = ~torch.isnan(x)
     filled = torch.where(valid, x, 0.0)
     count = groups.sum(valid.to(x.dtype))
@@ -48,14 +57,31 @@ def component_stats(x: Tensor, groups: Groups, ddof: int = 1) -> ComponentStats:
     hi = groups.max(torch.where(valid, x, float("-inf")))
     lo = groups.min(torch.where(valid, x, float("inf")))
     zero_variance = (hi == lo) | (dof <= 0)
+    std = _robust_std(centered, groups, dof, zero_variance)
+    return ComponentStats(valid, count, mean, centered, std, zero_variance | (std == 0))
+
+
+def _component_stats_dense_values(x: Tensor, groups: Groups, ddof: int) -> ComponentStats:
+    """The NaN-free case: fewer passes over the data (this is the training hot path)."""
+    count = groups.sizes(x.dtype).unsqueeze(-1).expand(-1, x.shape[-1])
+    mean = groups.sum(x) / count.clamp(min=1.0)
+    centered = x - groups.expand(mean)
+    dof = count - ddof
+    zero_variance = groups.all_equal(x) | (dof <= 0)
+    std = torch.sqrt(groups.sum(centered * centered) / dof.clamp(min=1.0))
+    if bool(((std == 0) & ~zero_variance).any()):  # spread too tiny to square: rescale
+        std = _robust_std(centered, groups, dof, zero_variance)
+    std = torch.where(zero_variance, 0.0, std)
+    return ComponentStats(None, count, mean, centered, std, zero_variance | (std == 0))
+
+
+def _robust_std(centered: Tensor, groups: Groups, dof: Tensor, zero_variance: Tensor) -> Tensor:
     # scale by the largest deviation first so tiny (e.g. 1e-184-weighted) spreads do not
     # underflow to a zero variance while max != min
     scale = groups.max(centered.abs())
     scaled = centered / groups.expand(torch.where(scale > 0, scale, 1.0))
     rms = torch.sqrt(groups.sum(scaled * scaled) / dof.clamp(min=1.0))
-    std = torch.where(zero_variance | (scale == 0), 0.0, scale * rms)
-    zero_variance = zero_variance | (std == 0)
-    return ComponentStats(valid, count, mean, centered, std, zero_variance)
+    return torch.where(zero_variance | (scale == 0), 0.0, scale * rms)
 
 
 @dataclass(frozen=True)
@@ -71,13 +97,17 @@ class TotalStats:
 
 
 def total_stats(u: Tensor, groups: Groups, ddof: int = 1) -> TotalStats:
-    scorable = ~torch.isnan(u).all(dim=-1)
-    total = torch.where(scorable, torch.nansum(u, dim=-1), torch.nan)
+    if not has_nan(u):
+        scorable = torch.ones(u.shape[:-1], dtype=torch.bool, device=u.device)
+        total = u.sum(dim=-1)
+    else:
+        scorable = ~torch.isnan(u).all(dim=-1)
+        total = torch.where(scorable, torch.nansum(u, dim=-1), torch.nan)
     s = component_stats(total.unsqueeze(-1), groups, ddof)
     centered = torch.where(groups.expand(s.zero_variance[:, 0]), 0.0, s.centered[..., 0])
     return TotalStats(
         scorable=scorable,
-        total=torch.where(scorable, total, 0.0),
+        total=torch.nan_to_num(total, nan=0.0),
         count=s.count[:, 0],
         centered=centered,
         std=s.std[:, 0],
