@@ -98,6 +98,9 @@ def test_code_eval_samples_with_efficiency_and_missing(tmp_path: Path) -> None:
     efficiency = [s["efficiency"] for s in report["samples"] if s["passed"]]
     assert all(e is not None and 0.0 <= e <= 1.0 for e in efficiency)
     assert list(cache.glob("*.json"))  # reference runtimes were calibrated and cached
+    # three programs compiled; two problems had a pass and were calibrated four times each
+    assert report["sandbox_runs"] == 3 + 2 * 4
+    assert report["sandbox_isolated"] in (True, False)
 
 
 def test_code_eval_lcb_fixture_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -221,8 +221,14 @@ def print_report(report: dict[str, Any]) -> None:
     if report["missing_tasks"]:
         table.add_row("problems without samples", str(len(report["missing_tasks"])))
     table.add_row("forgeable verdicts", f"{100 * summary['forgeable_share']:.1f}%")
-    table.add_row("programs/s", f"{report['throughput_programs_per_s']:.1f}")
+    table.add_row("samples/s", f"{report['throughput_programs_per_s']:.1f}")
+    table.add_row(
+        "sandbox runs (with calibration) / s",
+        f"{report['sandbox_runs']} / {report['sandbox_runs_per_s']:.1f}",
+    )
     console.print(table)
+    if not report["sandbox_isolated"]:
+        console.print("[bold red]the sandbox ran WITHOUT namespace isolation (rlimits only)[/]")
     statuses = ", ".join(f"{k}={v}" for k, v in summary["status_counts"].items())
     console.print(f"statuses: {statuses}")
     if report["mode"] == "reference" and report["failures"]:
@@ -317,6 +323,10 @@ def run_eval(args: argparse.Namespace) -> int:
         "weights": scorer.weights,
         "summary": summary,
         "throughput_programs_per_s": len(scores) / elapsed if elapsed > 0 else float("inf"),
+        # every sandbox run, reference calibration included
+        "sandbox_runs": executor.requests_run,
+        "sandbox_isolated": bool(getattr(executor.pool, "isolated", False)),
+        "sandbox_runs_per_s": executor.requests_run / elapsed if elapsed > 0 else float("inf"),
         "scoring_seconds": elapsed,
         "failures": [
             {"task_id": p["task_id"], "status": p["status"], "detail": p["detail"]}

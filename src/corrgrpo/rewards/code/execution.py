@@ -148,6 +148,7 @@ class SandboxExecutor:
 
             pool = SandboxPool(workers=workers) if workers else SandboxPool()
         self.pool = pool
+        self.requests_run = 0  # sandbox runs so far (a stdin job runs once per case)
 
     def run(self, jobs: list[Job]) -> list[Outcome]:
         requests: list[ExecutionRequest] = []
@@ -157,6 +158,7 @@ class SandboxExecutor:
             spans.append((len(requests), len(requests) + len(reqs)))
             requests.extend(reqs)
         results = self.pool.run(requests) if requests else []
+        self.requests_run += len(requests)
         return [combine_results(results[a:b]) for a, b in spans]
 
     def close(self) -> None:
