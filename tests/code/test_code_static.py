@@ -106,6 +106,8 @@ def test_code_ast_similarity_values() -> None:
     assert ast_similarity(SOLUTION, "") is None  # no reference: not applicable
     deep = "x = " + "[" * 3000 + "]" * 3000
     assert ast_similarity(deep, reference) == 0.0
+    huge = "def f(a):\n    return a + 1\n" * 3000  # 30,000+ tokens: capped, answers fast
+    assert ast_similarity(huge, reference) == 0.0
 
 
 def test_code_ast_similarity_is_sequence_matcher_ratio() -> None:

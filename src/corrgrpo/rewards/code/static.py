@@ -12,6 +12,9 @@ import difflib
 import functools
 import warnings
 
+#: candidates with more AST tokens than this score ast = 0 (bounded cost on hostile input)
+MAX_AST_TOKENS = 20_000
+
 _PARSE_ERRORS = (SyntaxError, ValueError, TypeError, RecursionError, MemoryError, OverflowError)
 
 
@@ -90,6 +93,10 @@ def ast_similarity(code: str, reference: str) -> float | None:
     ref_tokens = _reference_structure(reference)
     cand_tokens = ast_structure(code)
     if ref_tokens is None or cand_tokens is None:
+        return 0.0
+    if len(cand_tokens) > MAX_AST_TOKENS:
+        # SequenceMatcher is quadratic in the worst case; a response this large cannot be
+        # similar anyway (the ratio is at most 2 * len(ref) / (len(cand) + len(ref)))
         return 0.0
     ratio = difflib.SequenceMatcher(None, cand_tokens, ref_tokens, autojunk=False).ratio()
     return min(1.0, max(0.0, ratio))
