@@ -186,6 +186,8 @@ def test_code_calibration_is_cached_on_disk(executor: SandboxExecutor, tmp_path:
     (result,) = again.score([row], [fence(GOOD)])
     assert second.jobs == 1  # the reference time came from disk
     assert result.reference_cpu_time_s == pytest.approx(saved["mean_cpu_time_s"])
+    assert again.reference_time([row]) == [pytest.approx(saved["mean_cpu_time_s"])]
+    assert second.jobs == 1
     # a reference that fails gives no efficiency (not applicable) instead of a bogus ratio
     broken = two_sum_row(reference=WRONG)
     (no_ref,) = again.score([broken], [fence(GOOD)])

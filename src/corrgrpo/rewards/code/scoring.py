@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -231,6 +232,7 @@ class CodeScorer:
         self.efficiency = efficiency
         self._memo: OrderedDict[str, CodeScore] = OrderedDict()
         self._memo_size = memo_size
+        self._lock = threading.RLock()
 
     @property
     def executor(self) -> Executor:
@@ -247,6 +249,12 @@ class CodeScorer:
         norm = [normalize_row(r) for r in rows]
         texts = [completion_text(c) for c in completions]
         keys = [_score_key(r, t) for r, t in zip(norm, texts, strict=True)]
+        with self._lock:  # reward callables may be called from several threads
+            return self._score_keys(norm, texts, keys)
+
+    def _score_keys(
+        self, norm: list[dict[str, Any]], texts: list[str], keys: list[str]
+    ) -> list[CodeScore]:
         found = {k: self._memo[k] for k in keys if k in self._memo}
         todo = {k: i for i, k in enumerate(keys) if k not in found}
         if todo:
@@ -261,7 +269,8 @@ class CodeScorer:
     def reference_time(self, rows: Sequence[dict[str, Any]]) -> list[float | None]:
         """Calibrated mean reference CPU time of each row (runs what is not cached)."""
         norm = [normalize_row(r) for r in rows]
-        timings = self._calibrate(norm)
+        with self._lock:
+            timings = self._calibrate(norm)
         return [timings.get(i) for i in range(len(norm))]
 
     # ------------------------------------------------------------------ internals
