@@ -159,6 +159,21 @@ def test_code_rewards_cover_every_stage(scorer: CodeScorer) -> None:
     )
 
 
+def test_code_runtime_follows_the_sequential_check(scorer: CodeScorer) -> None:
+    """Runtime as the paper's harness decides it: the first failing assertion ends the run."""
+    row = two_sum_row()
+    head = "class Solution:\n    def twoSum(self, nums, target):\n        if target == 9:\n"
+    wrong_then_raise = head + "            return [1, 0]\n        return nums[99]\n"
+    raise_then_wrong = head + "            return nums[99]\n        return [5, 5]\n"
+    wrong_then_loop = head + "            return [1, 0]\n        while True:\n            pass\n"
+    a, b, c = scorer.score(
+        [row] * 3, [fence(wrong_then_raise), fence(raise_then_wrong), fence(wrong_then_loop)]
+    )
+    assert (a.runtime, a.passed, a.status) == (1.0, 0.0, "runtime_error")
+    assert (b.runtime, b.passed) == (0.0, 0.0)
+    assert (c.runtime, c.passed, c.status) == (1.0, 0.0, "timeout")
+
+
 def test_code_efficiency_rewards_faster_than_reference(scorer: CodeScorer) -> None:
     big = list(range(1, 1501))
     test = f"def check(candidate):\n    assert candidate(nums={big}, target={big[-1] + big[-2]}) == [1498, 1499]\n"

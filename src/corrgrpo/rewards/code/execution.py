@@ -57,6 +57,8 @@ class Outcome:
     cpu_time_s: float | None
     forgeable: bool = False
     detail: str = ""
+    # the paper's runtime condition (see ``stops_at_wrong_answer``); None: use the status
+    runtime_ok: bool | None = None
 
 
 class Executor(Protocol):
@@ -122,14 +124,35 @@ def _detail(result: ExecutionResult) -> str:
     return (text if isinstance(text, str) else text[0])[:320]
 
 
+def stops_at_wrong_answer(results: Sequence[ExecutionResult]) -> bool:
+    """The paper's runtime condition under its sequential ``check``.
+
+    The reference harness runs the assertions in order and stops at the first failure, so
+    the run counts as finished normally when every test passes or the first failing test
+    returned a wrong value; whatever later tests would have done (raise, loop, exhaust
+    memory) never happens there. Call mode and stdin cases run every test, so walk them in
+    order and look at the first one that did not pass.
+    """
+    for result in results:
+        if result.mode == "calls" and result.calls:
+            for call in result.calls:
+                if not call.passed:
+                    return call.returned  # a wrong value: the assertion would stop here
+            return result.status == "passed"  # every call passed; judge the run as a whole
+        if result.status != "passed":
+            return result.status == "wrong_answer"
+    return True
+
+
 def combine_results(results: Sequence[ExecutionResult]) -> Outcome:
-    """One job's outcome from its requests' results."""
+    """One job's outcome from its requests' results (stdin jobs: one result per case)."""
     worst = max(results, key=lambda r: _STATUS_SEVERITY.get(r.status, 99))
     return Outcome(
         status=worst.status,
         cpu_time_s=sum(r.cpu_time_s for r in results),
         forgeable=any(r.forgeable for r in results),
         detail=_detail(worst),
+        runtime_ok=stops_at_wrong_answer(results),
     )
 
 

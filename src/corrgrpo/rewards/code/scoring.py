@@ -323,7 +323,10 @@ class CodeScorer:
                 reference_cpu_time_s=None,
             )
         passed = float(outcome.status == "passed")
-        runtime = float(outcome.status in RUNTIME_OK_STATUSES)
+        if outcome.runtime_ok is None:
+            runtime = float(outcome.status in RUNTIME_OK_STATUSES)
+        else:  # a pass always finished normally, whatever the order analysis says
+            runtime = float(outcome.runtime_ok or outcome.status == "passed")
         if not self.efficiency:
             efficiency = None
         elif passed:
