@@ -207,6 +207,9 @@ def test_code_calibration_is_cached_on_disk(executor: SandboxExecutor, tmp_path:
     broken = two_sum_row(reference=WRONG)
     (no_ref,) = again.score([broken], [fence(GOOD)])
     assert no_ref.passed == 1.0 and no_ref.efficiency is None
+    # ... and then for every completion of that problem, passing or not
+    (wrong,) = again.score([broken], [fence(RAISES)])
+    assert wrong.passed == 0.0 and wrong.efficiency is None
 
 
 def test_code_trl_reward_functions_share_one_execution(scorer: CodeScorer) -> None:

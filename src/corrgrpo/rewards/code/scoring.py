@@ -190,11 +190,11 @@ def reference_job(row: dict[str, Any]) -> Job | None:
 def efficiency_reward(
     passed: float, cpu_time_s: float | None, reference_s: float | None
 ) -> float | None:
-    """clip(1 - t/t_ref, 0, 1) for a passing run; None when no reference time exists."""
-    if reference_s is None or reference_s <= 0:
-        return None
-    if passed != 1.0 or cpu_time_s is None:
+    """0 unless the run passed; then clip(1 - t/t_ref, 0, 1), or None without a reference time."""
+    if passed != 1.0:
         return 0.0
+    if reference_s is None or reference_s <= 0 or cpu_time_s is None:
+        return None
     return min(1.0, max(0.0, 1.0 - cpu_time_s / reference_s))
 
 
@@ -295,19 +295,29 @@ class CodeScorer:
             reference = {passed_rows[j]: t for j, t in calibrated.items() if t is not None}
         results = []
         for i, prep in enumerate(prepared):
-            outcome = outcomes.get(i)
-            results.append(self._combine(rows[i], prep, outcome, reference.get(i)))
+            applies = self._efficiency_applies(rows[i])
+            results.append(self._combine(prep, outcomes.get(i), applies, reference.get(i)))
         return results
+
+    def _efficiency_applies(self, row: dict[str, Any]) -> bool:
+        """Efficiency is defined for the problem: enabled, a reference, not known to fail.
+
+        Problems whose reference failed calibration get ``None`` for every completion, so a
+        group never mixes 0 (non-passing) with "not applicable" (passing) on that account.
+        """
+        if not self.efficiency or not row["reference"].strip():
+            return False
+        known = self.runtime_cache.get(problem_key(row, self.calibration_runs))
+        return known is None or known.ok
 
     def _combine(
         self,
-        row: dict[str, Any],
         prep: _Prepared,
         outcome: Outcome | None,
+        efficiency_applies: bool,
         reference_s: float | None,
     ) -> CodeScore:
         if outcome is None:
-            has_reference = bool(row["reference"].strip()) and self.efficiency
             return CodeScore(
                 format=prep.fmt,
                 syntax=prep.syntax,
@@ -315,8 +325,8 @@ class CodeScorer:
                 runtime=0.0,
                 passed=0.0,
                 ast=prep.ast,
-                # no run: efficiency is 0 when it could apply, else not applicable
-                efficiency=0.0 if has_reference else None,
+                # no run: efficiency is 0 when it applies, else not applicable
+                efficiency=0.0 if efficiency_applies else None,
                 status=prep.status,
                 forgeable=False,
                 cpu_time_s=None,
@@ -327,12 +337,10 @@ class CodeScorer:
             runtime = float(outcome.status in RUNTIME_OK_STATUSES)
         else:  # a pass always finished normally, whatever the order analysis says
             runtime = float(outcome.runtime_ok or outcome.status == "passed")
-        if not self.efficiency:
+        if not efficiency_applies:
             efficiency = None
-        elif passed:
-            efficiency = efficiency_reward(passed, outcome.cpu_time_s, reference_s)
         else:
-            efficiency = 0.0 if row["reference"].strip() else None
+            efficiency = efficiency_reward(passed, outcome.cpu_time_s, reference_s)
         return CodeScore(
             format=prep.fmt,
             syntax=prep.syntax,
