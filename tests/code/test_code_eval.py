@@ -137,3 +137,5 @@ def test_code_eval_generates_with_a_model(tmp_path: Path) -> None:
     assert all(isinstance(g["completion"], str) for g in generated)
     # an untrained model writes noise: every sample is scored, none passes
     assert report["summary"]["pass@1"] == 0.0
+    missing_model = ["--model", str(tmp_path / "no-such-model"), "--max-new-tokens", "2"]
+    assert _run([*argv[:4], *missing_model]) == 2

@@ -264,14 +264,21 @@ def run_eval(args: argparse.Namespace) -> int:
     with bar:
         if mode == "model":
             gen_task = bar.add_task("generating", total=len(rows))
-            completions = generate_completions(
-                args.model,
-                [r["prompt"] for r in rows],
-                max_new_tokens=args.max_new_tokens,
-                batch_size=args.batch_size,
-                device=args.device,
-                progress=lambda n: bar.advance(gen_task, n),
-            )
+            try:
+                completions = generate_completions(
+                    args.model,
+                    [r["prompt"] for r in rows],
+                    max_new_tokens=args.max_new_tokens,
+                    batch_size=args.batch_size,
+                    device=args.device,
+                    progress=lambda n: bar.advance(gen_task, n),
+                )
+            except (OSError, ValueError) as err:  # unknown model name/folder, bad options
+                print(
+                    f"corrgrpo eval code: cannot generate with {args.model!r}: {err}",
+                    file=sys.stderr,
+                )
+                return 2
             sample_rows, missing = list(rows), []
             if args.save_samples is not None:
                 args.save_samples.parent.mkdir(parents=True, exist_ok=True)
