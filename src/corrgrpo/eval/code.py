@@ -27,7 +27,7 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
         help="local file/directory or dataset name (default: the benchmark's own source; "
         "required for lcb)",
     )
-    parser.add_argument("--split", default=None, help="dataset split (default: the benchmark's)")
+    parser.add_argument("--split", default="test", help="dataset split (default: test)")
     parser.add_argument("--limit", type=int, default=None, help="first N problems only")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--samples", type=Path, help="jsonl of {task_id, completion}")
