@@ -19,8 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from corrgrpo.sandbox import ExecutionRequest, ExecutionResult, SandboxPool, convert_check_tests
+from corrgrpo.sandbox import (
+    ExecutionRequest,
+    ExecutionResult,
+    SandboxPool,
+    convert_check_tests,
+    namespaces_available,
+)
 
+pytestmark = pytest.mark.skipif(
+    not namespaces_available(), reason="containment needs Linux namespaces (run as root)"
+)
 SECRET = os.environ["CORRGRPO_CANARY_SECRET"]  # set by conftest before the pool starts
 
 CHECK = """

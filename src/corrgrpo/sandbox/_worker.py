@@ -160,6 +160,9 @@ class Worker:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         res_r, res_w = os.pipe()
+        for fd in (out_r, err_r, res_r):
+            # A process that escaped the kill (rlimits-only mode) must not block the drain.
+            os.set_blocking(fd, False)
         scratch = None
         if not self.isolated:
             scratch = tempfile.mkdtemp(prefix="corrgrpo-sandbox-")
@@ -203,7 +206,6 @@ class Worker:
             summary = self._supervise(
                 header, cpu_used, pidfd, (out_r, err_r, res_r), started, child
             )
-            summary.update(self._reap(child))
             if cgroups is not None:
                 # Every process of the run, including children it never waited for.
                 summary["cpu"] = cpu_used()
@@ -216,6 +218,23 @@ class Worker:
                     os.close(fd)
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
+
+    def _reap_stragglers(self, child: int) -> None:
+        """Rlimits-only mode: kill what the program left behind (its group, its cgroup)."""
+        try:
+            os.killpg(child, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.cgroups is not None:
+            self.cgroups.kill_all(exclude=child)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # orphans were re-parented to this subreaper
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                time.sleep(0.001)
 
     @staticmethod
     def _reap(pid: int) -> dict[str, Any]:
@@ -275,19 +294,17 @@ class Worker:
                     if sent[fd] > limits[fd]:
                         killed = "output" if fd != res_r else "result_size"
         kill_time = time.monotonic()
-        if killed is not None:
-            self._kill(child, pidfd)
-        else:
-            self._kill(
-                child, pidfd
-            )  # PID 1 is gone; this also ends stragglers in rlimits-only mode
+        self._kill(child, pidfd)  # after a normal exit this only ends stragglers (rlimits-only)
+        exit_info = self._reap(child)  # when PID 1 is reaped, its namespace is empty
+        if not self.isolated:
+            self._reap_stragglers(child)
         # Writers are dead now: drain what is left in the pipes, within the caps.
         for fd in list(open_fds):
             while sent[fd] <= limits[fd] and self._relay(fd, kinds[fd], limits[fd], sent):
                 pass
             if sent[fd] > limits[fd] and killed is None:
                 killed = "output" if fd != res_r else "result_size"
-        summary: dict[str, Any] = {"killed": killed}
+        summary: dict[str, Any] = {"killed": killed, **exit_info}
         if killed == "wall":
             summary["overshoot"] = kill_time - wall_deadline
         elif killed == "cpu" and cpu_at_kill is not None:
@@ -411,6 +428,9 @@ def main(argv: list[str]) -> int:
 
             setup_worker_namespaces(config["hidden_paths"], config["exposed_paths"])
             ready["isolated"] = True
+        else:
+            # Orphans of a run become this process's children, so they can be reaped.
+            sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 1)
     except Exception as error:
         ready["error"] = f"{type(error).__name__}: {error}"
     worker.send(b"K", json.dumps(ready).encode())

@@ -15,6 +15,7 @@ the few files it needs before its own view of ``/sys`` is hidden.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -109,6 +110,7 @@ class WorkerCgroups:
             self.memory_limit_fd = os.open(os.path.join(memory, "memory.max"), os.O_WRONLY)
             self.oom_fd = os.open(os.path.join(memory, "memory.events"), os.O_RDONLY)
         self.pids_limit_fd = os.open(os.path.join(pids, "pids.max"), os.O_WRONLY)
+        self.members_path = os.path.join(pids, "cgroup.procs")
         self._limits: tuple[int, int] | None = None
 
     def set_limits(self, memory_bytes: int, tasks: int) -> None:
@@ -132,6 +134,24 @@ class WorkerCgroups:
             if line.startswith(b"oom_kill "):
                 return int(line.split()[1])
         return 0
+
+    def kill_all(self, exclude: int = 0) -> None:
+        """SIGKILL every process still in the group (escapees of an rlimits-only run).
+
+        Reopened on every read: cgroup v1 caches a pid list per open file for a second.
+        """
+        for _ in range(100):
+            with open(self.members_path, "rb") as handle:
+                members = [int(pid) for pid in handle.read().split()]
+            members = [pid for pid in members if pid != exclude]
+            if not members:
+                return
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.005)
 
     def join(self) -> None:
         """Move the calling process into the groups (called by the run's process, as root)."""
