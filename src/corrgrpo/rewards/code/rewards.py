@@ -14,7 +14,7 @@ from typing import Any
 
 from corrgrpo.rewards.code.scoring import COMPONENTS, DEFAULT_WEIGHTS, CodeScore, CodeScorer
 
-ROW_COLUMNS = (
+SCORING_COLUMNS = (
     "preamble",
     "test",
     "entry_point",
@@ -45,7 +45,7 @@ def rows_from_columns(n: int, columns: dict[str, Any]) -> list[dict[str, Any]]:
             "or 'stdin_tests' (stdin/stdout problems); load data with corrgrpo.data.code"
         )
     rows: list[dict[str, Any]] = [{} for _ in range(n)]
-    for name in ROW_COLUMNS + ("task_id",):
+    for name in SCORING_COLUMNS + ("task_id",):
         values = columns.get(name)
         if values is None:
             continue
