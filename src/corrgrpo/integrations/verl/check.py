@@ -23,8 +23,14 @@ from typing import Any
 PLUGIN_MODULE = "corrgrpo.integrations.verl.plugin"
 
 
-def check_environment(estimator: str = "corr_grpo", trainer_mode: str = "corrgrpo_sync") -> dict[str, Any]:
-    """Import verl as a trainer does and report what corrgrpo registered (never raises)."""
+def check_environment(
+    estimator: str = "corr_grpo", trainer_mode: str = "corrgrpo_sync", trainers: bool = True
+) -> dict[str, Any]:
+    """Import verl as a trainer does and report what corrgrpo registered (never raises).
+
+    ``trainers=False`` skips importing verl's trainer modules (the slow part) and checks
+    the estimator registry only.
+    """
     report: dict[str, Any] = {
         "host": socket.gethostname(),
         "python": sys.executable,
@@ -57,6 +63,9 @@ def check_environment(estimator: str = "corr_grpo", trainer_mode: str = "corrgrp
             f"estimator {estimator!r} is not registered with verl; corrgrpo registered: "
             f"{', '.join(ours) or 'none'}"
         )
+    if not trainers:
+        report["ok"] = not problems
+        return report
     try:
         from verl.trainer.ppo import ray_trainer  # noqa: F401  (fires the legacy hook)
         from verl.trainer.ppo.v1 import trainer_base

@@ -202,23 +202,25 @@ def _reward_matrix(
             f"per-component estimators do not read; with algorithm.{SECTION}.reward_keys use the "
             "KL loss instead (actor_rollout_ref.actor.use_kl_loss=True)"
         )
-    if batch is None:
+    available = sorted(str(k) for k in batch.columns) if batch is not None else []
+    missing = [k for k in cfg.reward_keys if batch is None or k not in batch.columns]
+    if len(missing) == len(cfg.reward_keys):
         raise ComponentsUnavailableError(
-            f"the reward components {list(cfg.reward_keys)} did not reach estimator {name!r}. "
-            "verl passes custom estimators tensors only; run the V1 trainer with "
-            "trainer.v1.trainer_mode=corrgrpo_sync (or corrgrpo_colocate_async / "
-            "corrgrpo_separate_async), or the legacy trainer with the corrgrpo plugin loaded "
-            "(it wraps ray_trainer.compute_advantage). Check the installation with "
+            f"the reward components {list(cfg.reward_keys)} did not reach estimator {name!r} "
+            f"(fields it received: {available or 'none'}). verl passes custom estimators "
+            "tensors only; run the V1 trainer with trainer.v1.trainer_mode=corrgrpo_sync (or "
+            "corrgrpo_colocate_async / corrgrpo_separate_async), or the legacy trainer with "
+            "the corrgrpo plugin loaded (it wraps ray_trainer.compute_advantage), and make the "
+            "custom reward function return these keys. Check the installation with "
             "`python -m corrgrpo.integrations.verl.check`."
         )
-    missing = [k for k in cfg.reward_keys if k not in batch.columns]
     if missing:
-        available = sorted(str(k) for k in batch.columns)
         raise KeyError(
             f"reward component(s) {missing} not found in the batch; available fields: "
             f"{available}. The custom reward function must return a dict with these keys "
             "(they become reward_extra_info)"
         )
+    assert batch is not None
     columns = [_float_column(batch.columns[k], k, n) for k in cfg.reward_keys]
     matrix = np.stack(columns, axis=1)
     return torch.from_numpy(matrix).to(token_level_rewards.device)

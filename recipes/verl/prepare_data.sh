@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Write the parquet files the recipes read, under ${CORRGRPO_VERL_DATA:-data/verl}/<setting>/.
+#
+#   recipes/verl/prepare_data.sh code  [LEETCODE_SOURCE]   (default: the hub dataset
+#                                                           newfacade/LeetCodeDataset)
+#   recipes/verl/prepare_data.sh tools RLLA_SOURCE          (a file or directory with the
+#                                                           train/test splits, or a hub name)
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+out=${CORRGRPO_VERL_DATA:-data/verl}
+case "${1:-}" in
+  code)
+    source=${2:-newfacade/LeetCodeDataset}
+    for split in train test; do
+      "$PYTHON" -m corrgrpo.integrations.verl.data code --source "$source" --split "$split" --out "$out/code"
+    done
+    ;;
+  tools)
+    source=${2:?give the RLLA source (file, directory or hub name)}
+    for split in train test; do
+      "$PYTHON" -m corrgrpo.integrations.verl.data tools --source "$source" --split "$split" --out "$out/tools"
+    done
+    ;;
+  *)
+    sed -n '2,7p' "$0"
+    exit 2
+    ;;
+esac

@@ -1,0 +1,94 @@
+"""Write a domain's data as the parquet files verl's ``RLHFDataset`` reads.
+
+    python -m corrgrpo.integrations.verl.data code  --source PATH_OR_HUB --out DIR [--split train]
+    python -m corrgrpo.integrations.verl.data tools --source PATH_OR_HUB --out DIR [--split train]
+
+Each row gets ``data_source`` (which :mod:`corrgrpo.integrations.verl.rewards` maps to the
+domain), a chat ``prompt``, ``ability``, ``reward_model.ground_truth`` (what the domain's
+``compute_score`` compares against) and ``extra_info``. The file is ``DIR/<split>.parquet``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: the code row columns the code domain's ``compute_score`` reads from ``ground_truth``
+CODE_TRUTH_COLUMNS = (
+    "task_id", "preamble", "test", "entry_point", "reference", "stdin_tests", "format_marker",
+    "continuation",
+)
+
+
+def code_records(source: str, split: str, limit: int | None = None,
+                 benchmark: str = "leetcode") -> list[dict[str, Any]]:
+    """verl rows for a code benchmark (LeetCodeDataset by default)."""
+    from corrgrpo.data.code import load_benchmark
+
+    rows = load_benchmark(benchmark, source, split=split, limit=limit)
+    return [
+        {
+            "data_source": row["benchmark"],
+            "prompt": row["prompt"],
+            "ability": "code",
+            "reward_model": {
+                "style": "rule",
+                "ground_truth": json.dumps({c: row[c] for c in CODE_TRUTH_COLUMNS if c in row}),
+            },
+            "extra_info": {"split": split, "index": i, "task_id": str(row["task_id"])},
+        }
+        for i, row in enumerate(rows)
+    ]
+
+
+def tools_records(source: str, split: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """verl rows for RLLA tool calling (the ToolRL layout)."""
+    from corrgrpo.data.tools import load_rlla, to_verl_records
+
+    return to_verl_records(load_rlla(source, split, limit=limit), split)
+
+
+BUILDERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
+    "code": code_records,
+    "tools": tools_records,
+}
+
+
+def write_parquet(records: list[dict[str, Any]], path: Path) -> Path:
+    """Write ``records`` to ``path`` (parent folders created)."""
+    if not records:
+        raise ValueError(f"no rows to write to {path}")
+    import pandas as pd
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame.from_records(records).to_parquet(path, index=False)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m corrgrpo.integrations.verl.data",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("domain", choices=sorted(BUILDERS))
+    parser.add_argument("--source", required=True, help="local file/directory or hub dataset name")
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--limit", type=int, default=None, help="keep the first N rows")
+    parser.add_argument("--benchmark", default="leetcode",
+                        help="code only: leetcode, humaneval, mbpp or lcb")
+    args = parser.parse_args(argv)
+    kwargs: dict[str, Any] = {"limit": args.limit}
+    if args.domain == "code":
+        kwargs["benchmark"] = args.benchmark
+    records = BUILDERS[args.domain](args.source, args.split, **kwargs)
+    path = write_parquet(records, args.out / f"{args.split}.parquet")
+    print(json.dumps({"domain": args.domain, "split": args.split, "rows": len(records),
+                      "path": str(path)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
