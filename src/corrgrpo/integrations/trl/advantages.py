@@ -7,6 +7,8 @@ computes the same numbers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +104,24 @@ def constant_groups(
     return constant_per_column.all(dim=1)
 
 
+@contextmanager
+def _one_intra_op_thread() -> Iterator[None]:
+    """Run a block with one intra-op CPU thread.
+
+    The per-step tensors are tiny ((N, K) with N in the hundreds); spreading their many small
+    reductions over an OpenMP pool costs far more than it saves, badly so on a loaded machine.
+    """
+    previous = torch.get_num_threads()
+    if previous == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def batch_advantages(
     rewards: Tensor,
     num_generations: int,
@@ -114,7 +134,34 @@ def batch_advantages(
     """Advantages of a gathered ``(N, K)`` batch plus the metrics to log for it.
 
     ``dynamic_sampling=False`` skips the filter (evaluation batches are not trained on).
+    The work runs on the CPU (one copy from an accelerator, instead of hundreds of tiny kernel
+    launches); the returned tensors are on ``rewards``' device.
     """
+    device = rewards.device
+    with _one_intra_op_thread():
+        result = _batch_advantages_cpu(
+            rewards.detach().cpu(),
+            num_generations,
+            weights.detach().cpu(),
+            names,
+            settings,
+            dynamic_sampling=dynamic_sampling,
+        )
+    if device.type == "cpu":
+        return result
+    kept = None if result.kept is None else result.kept.to(device)
+    return BatchAdvantages(result.advantages.to(device), kept, result.metrics)
+
+
+def _batch_advantages_cpu(
+    rewards: Tensor,
+    num_generations: int,
+    weights: Tensor,
+    names: list[str],
+    settings: EstimatorSettings,
+    *,
+    dynamic_sampling: bool,
+) -> BatchAdvantages:
     dense = _dense(rewards, num_generations)
     stats: dict[str, Any] = {}
     advantages = compute_advantages(
