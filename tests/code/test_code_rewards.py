@@ -338,3 +338,17 @@ def test_code_sandbox_failures_are_not_cached(executor: SandboxExecutor, tmp_pat
     healthy = CodeScorer(executor, runtime_cache=RuntimeCache(tmp_path), calibration_runs=2)
     (again,) = healthy.score([row], [fence(GOOD)])
     assert again.efficiency is not None and len(list(tmp_path.glob("*.json"))) == 1
+
+
+def test_code_through_the_verl_dispatcher(executor: SandboxExecutor, tmp_path: Path) -> None:
+    from corrgrpo.integrations.verl.rewards import compute_score as verl_compute_score
+
+    scorer = CodeScorer(executor, runtime_cache=RuntimeCache(tmp_path))
+    row = two_sum_row(reference="")  # no reference: ast and efficiency are not applicable
+    truth = {k: v for k, v in row.items() if k != "prompt"}
+    out = verl_compute_score(
+        "leetcode", fence(GOOD), truth, None, components=list(COMPONENTS), scorer=scorer
+    )
+    assert list(out) == ["score", *COMPONENTS]
+    assert out["pass"] == 1.0 and math.isnan(out["ast"]) and math.isnan(out["efficiency"])
+    assert out["score"] == pytest.approx(0.05 + 0.05 + 0.05 + 0.25 + 0.60)
