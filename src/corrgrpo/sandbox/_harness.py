@@ -13,7 +13,6 @@ what happened as JSON lines on the result descriptor. Records (``k`` is the kind
 from __future__ import annotations
 
 import builtins
-import io
 import json
 import os
 import sys
@@ -79,25 +78,6 @@ def _flush_streams() -> None:
                 stream.flush()
         except BaseException:
             continue
-
-
-def install_streams() -> None:
-    """Fresh text streams on descriptors 0-2 (the zygote's objects point at other files)."""
-    sys.stdin = io.TextIOWrapper(
-        io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace"
-    )
-    sys.stdout = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
-        encoding="utf-8",
-        errors="backslashreplace",
-    )
-    sys.stderr = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-        encoding="utf-8",
-        errors="backslashreplace",
-        line_buffering=True,
-    )
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
 
 
 def run(body: dict[str, Any], result_fd: int) -> None:

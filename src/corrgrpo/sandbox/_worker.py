@@ -14,6 +14,7 @@ later sample forked from this process cannot find an earlier sample's code or re
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -408,7 +409,6 @@ def _child_main(
         random.seed()  # the raw clone skipped the at-fork reseed
         from corrgrpo.sandbox import _harness
 
-        _harness.install_streams()
         _harness.run(body, 3)
         os._exit(0)
     except BaseException:
@@ -431,6 +431,10 @@ def main(argv: list[str]) -> int:
         else:
             # Orphans of a run become this process's children, so they can be reaped.
             sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 1)
+        # Objects that exist now are never collected: a child's collector then does not touch
+        # (and copy) the pages they live on.
+        gc.collect()
+        gc.freeze()
     except Exception as error:
         ready["error"] = f"{type(error).__name__}: {error}"
     worker.send(b"K", json.dumps(ready).encode())

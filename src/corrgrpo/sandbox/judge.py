@@ -125,6 +125,8 @@ def judge(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
             result.exit_code = os.WEXITSTATUS(status_word)
         elif os.WIFSIGNALED(status_word):
             result.signal = os.WTERMSIG(status_word)
+    if isinstance(summary.get("overshoot"), (int, float)):
+        result.kill_overshoot_s = float(summary["overshoot"])
     if summary.get("harness_error"):
         result.message = f"sandbox failure: {summary['harness_error']}"
         return result

@@ -41,6 +41,7 @@ _FRAME = struct.Struct(">cI")
 _LENGTH = struct.Struct(">I")
 _START_TIMEOUT_S = 60.0
 _REPLY_GRACE_S = 10.0
+_PIPE_SAFE_BYTES = 32 << 10
 
 
 class SandboxError(RuntimeError):
@@ -167,14 +168,19 @@ class _WorkerProcess:
         )
         deadline = time.monotonic() + request.wall_limit + _REPLY_GRACE_S
         streams: dict[bytes, bytearray] = {b"O": bytearray(), b"E": bytearray(), b"R": bytearray()}
-        writer = threading.Thread(target=self._send, args=(message,), daemon=True)
-        writer.start()  # the body can exceed the pipe buffer while the worker reads it
+        writer = None
+        if len(message) <= _PIPE_SAFE_BYTES:
+            self._send(message)  # fits in the pipe buffer: cannot block
+        else:  # the worker drains a large body while we wait for its frames
+            writer = threading.Thread(target=self._send, args=(message,), daemon=True)
+            writer.start()
         while True:
             kind, payload = self._read_frame(deadline)
             if kind in streams:
                 streams[kind] += payload
             elif kind == b"X":
-                writer.join()
+                if writer is not None:
+                    writer.join()
                 summary = json.loads(payload)
                 return RawRun(
                     bytes(streams[b"O"]),

