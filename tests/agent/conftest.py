@@ -46,6 +46,7 @@ def build_tokenizer(corpus: list[str], vocab_size: int = 800) -> Any:
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token="<pad>", eos_token="<|im_end|>", bos_token=None,
     )
+    fast.add_tokens(["<tool_call>", "</tool_call>"])  # whole tags as single (non-special) tokens
     fast.chat_template = CHAT_TEMPLATE
     fast.padding_side = "left"
     return fast

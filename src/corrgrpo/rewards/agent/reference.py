@@ -7,6 +7,7 @@ initialisation and the utility/security checks are all AgentDojo's code paths.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,20 @@ def _replay_pipeline(calls: Sequence[Any], final_output: str) -> Any:
     return ReplayPipeline()
 
 
+_REFERENCE_ENVIRONMENTS: dict[tuple[str, str, str], Any] = {}
+
+
+def _reference_environment(case: AgentCase) -> Any:
+    """AgentDojo's own injected environment for ``case`` (parsed once, copied per run)."""
+    key = (case.benchmark_version, case.suite, json.dumps(case.injections, sort_keys=True))
+    if key not in _REFERENCE_ENVIRONMENTS:
+        if len(_REFERENCE_ENVIRONMENTS) >= 64:
+            _REFERENCE_ENVIRONMENTS.pop(next(iter(_REFERENCE_ENVIRONMENTS)))
+        suite = get_suite(case.suite, case.benchmark_version)
+        _REFERENCE_ENVIRONMENTS[key] = suite.load_and_inject_default_environment(dict(case.injections))
+    return _REFERENCE_ENVIRONMENTS[key].model_copy(deep=True)
+
+
 @dataclass(frozen=True)
 class Verdict:
     utility: bool
@@ -55,7 +70,8 @@ def agentdojo_verdict(case: AgentCase, calls: Sequence[Any], final_output: str) 
         if case.injection_task_id else None
     )
     utility, security = suite.run_task_with_pipeline(
-        _replay_pipeline(calls, final_output), user_task, injection_task, dict(case.injections)
+        _replay_pipeline(calls, final_output), user_task, injection_task, dict(case.injections),
+        environment=_reference_environment(case),
     )
     return Verdict(bool(utility), bool(security) if injection_task is not None else None)
 
@@ -71,7 +87,8 @@ def agentdojo_ground_truth_verdict(case: AgentCase) -> Verdict:
         if case.injection_task_id else None
     )
     utility, security = suite.run_task_with_pipeline(
-        GroundTruthPipeline(user_task), user_task, injection_task, dict(case.injections)
+        GroundTruthPipeline(user_task), user_task, injection_task, dict(case.injections),
+        environment=_reference_environment(case),
     )
     return Verdict(bool(utility), bool(security) if injection_task is not None else None)
 

@@ -1,0 +1,32 @@
+"""``corrgrpo eval agent`` end to end."""
+
+from __future__ import annotations
+
+import json
+
+from corrgrpo.cli import main
+
+
+def test_agent_eval_cli_writes_json_table_and_transcripts(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    report_path, episodes_path = tmp_path / "report.json", tmp_path / "episodes.jsonl"
+    code = main([
+        "eval", "agent", "--split", "eval", "--policy", "obedient", "--suites", "slack",
+        "--max-cases", "11", "--check-agentdojo", "--no-progress",
+        "--output", str(report_path), "--episodes", str(episodes_path),
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "joint acc" in out and "slack" in out and "episodes/s" in out
+    report = json.loads(report_path.read_text())
+    assert report["episodes"] == 11 and report["agentdojo_mismatches"] == []
+    overall = report["metrics"]["overall"]
+    assert overall["n_clean"] == 1 and overall["n_attacked"] == 10
+    assert overall["attack_success_rate"] > 50.0
+    assert report["counts"]["slack"]["total"] == 11
+    lines = episodes_path.read_text().splitlines()
+    assert len(lines) == 11 and json.loads(lines[0])["messages"][0]["role"] == "system"
+
+
+def test_agent_eval_cli_rejects_unknown_suites(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["eval", "agent", "--suites", "nowhere", "--no-progress"]) == 2
+    assert "unknown suites" in capsys.readouterr().err
