@@ -32,10 +32,10 @@ logger = logging.getLogger(__name__)
 ISOLATION_MODES = ("auto", "namespaces", "none")
 ISOLATION_ENV = "CORRGRPO_SANDBOX_ISOLATION"
 NOT_ISOLATED_WARNING = (
-    "corrgrpo sandbox is NOT ISOLATED: Linux namespaces are unavailable here (needs root or "
-    "unprivileged user namespaces), so untrusted programs run with rlimits only. They can read "
-    "and write your files, reach the network and leave processes behind. Do not run untrusted "
-    "model output like this outside a disposable machine or container."
+    "corrgrpo sandbox is NOT ISOLATED: Linux namespaces and cgroups need root, which this "
+    "process lacks (or CORRGRPO_SANDBOX_ISOLATION=none was set), so untrusted programs run "
+    "with rlimits only. They can read and write your files, reach the network and leave "
+    "processes behind. Do not run untrusted model output like this outside a disposable machine."
 )
 _FRAME = struct.Struct(">cI")
 _LENGTH = struct.Struct(">I")
