@@ -30,3 +30,23 @@ def test_agent_eval_cli_writes_json_table_and_transcripts(tmp_path, capsys) -> N
 def test_agent_eval_cli_rejects_unknown_suites(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["eval", "agent", "--suites", "nowhere", "--no-progress"]) == 2
     assert "unknown suites" in capsys.readouterr().err
+
+
+def test_agent_eval_cli_with_a_saved_chat_model(tmp_path, banking_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from conftest import build_tiny_model
+
+    folder = tmp_path / "tiny"
+    build_tiny_model(banking_tokenizer).save_pretrained(folder)
+    banking_tokenizer.save_pretrained(folder)
+    report_path = tmp_path / "model.json"
+    code = main([
+        "eval", "agent", "--split", "eval", "--policy", str(folder), "--suites", "banking",
+        "--max-cases", "3", "--max-new-tokens", "8", "--batch-size", "3", "--no-progress",
+        "--output", str(report_path),
+    ])
+    assert code == 0
+    report = json.loads(report_path.read_text())
+    assert report["episodes"] == 3 and report["policy"] == str(folder)
+    # an untrained model neither solves the task nor gets the injection done
+    assert report["metrics"]["overall"]["clean_utility"] == 0.0
+    assert report["metrics"]["overall"]["attack_success_rate"] == 0.0

@@ -17,6 +17,14 @@ from corrgrpo.rewards.agent.policies import (
 from corrgrpo.rewards.agent.rewards import COMPONENTS, compute_score, r_sec, r_util
 from corrgrpo.rewards.agent.rollout import run_episodes
 from corrgrpo.rewards.agent.toolcalls import format_tool_call, parse_tool_calls
+from corrgrpo.rewards.agent.transfer import (
+    asb_metrics,
+    injecagent_scores,
+    load_asb,
+    load_injecagent,
+    run_asb,
+    run_injecagent,
+)
 
 __all__ = [
     "COMPONENTS",
@@ -27,17 +35,23 @@ __all__ = [
     "EpisodeResult",
     "GroundTruthPolicy",
     "ObedientPolicy",
+    "asb_metrics",
     "build_cases",
     "compute_score",
     "count_cases",
     "format_table",
     "format_tool_call",
+    "injecagent_scores",
     "joint_accuracy",
+    "load_asb",
+    "load_injecagent",
     "parse_tool_calls",
     "r_sec",
     "r_util",
     "replay",
+    "run_asb",
     "run_episodes",
+    "run_injecagent",
     "split_of",
     "summarize",
 ]

@@ -141,8 +141,8 @@ class ObedientPolicy(_ScriptedPolicy):
 class ChatModelPolicy(AgentPolicy):
     """A ``transformers`` chat model (any tokenizer with a chat template).
 
-    Tool results are passed as ``role="tool"`` messages; set ``tool_role="user"`` for templates
-    that do not know that role (the result is then wrapped in ``<tool_response>`` tags).
+    Tool results are passed as ``role="tool"`` messages when the chat template renders them
+    (``tool_role="auto"`` checks), otherwise as user messages wrapped in ``<tool_response>`` tags.
     """
 
     name = "chat_model"
@@ -155,14 +155,18 @@ class ChatModelPolicy(AgentPolicy):
         max_new_tokens: int = 512,
         temperature: float = 0.0,
         top_p: float = 1.0,
-        tool_role: str = "tool",
+        tool_role: str = "auto",
         batch_size: int = 8,
         seed: int | None = 0,
     ) -> None:
         if tokenizer.chat_template is None:
             raise ValueError("the tokenizer has no chat template")
-        if tool_role not in ("tool", "user"):
-            raise ValueError(f"tool_role must be 'tool' or 'user', got {tool_role!r}")
+        if tool_role not in ("auto", "tool", "user"):
+            raise ValueError(f"tool_role must be 'auto', 'tool' or 'user', got {tool_role!r}")
+        if tool_role == "auto":
+            from corrgrpo.rewards.agent.trl_rollout import template_tool_role
+
+            tool_role = template_tool_role(tokenizer)
         if max_new_tokens < 1 or batch_size < 1:
             raise ValueError("max_new_tokens and batch_size must be positive")
         self.model = model
