@@ -120,10 +120,11 @@ def main() -> int:
 
     trainer_module.batch_advantages = timed
 
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PrinterCallback
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     step_times: dict[str, list[float]] = {"GRPOTrainer": [], "CorrGRPOTrainer": []}
     plan = [(name, r) for r in range(args.rounds) for name in step_times]
@@ -145,9 +146,15 @@ def main() -> int:
                 train_dataset=dataset,
                 processing_class=tokenizer,
             )
+        trainer.remove_callback(PrinterCallback)  # keep the console to the table
         trainer.train()
         times = [e["step_time"] for e in trainer.state.log_history if "step_time" in e]
         step_times[name].extend(times[1:])  # drop warm-up
+
+    def relative_spread(values: list[float]) -> float:
+        """Interquartile range over median: the run-to-run noise an end-to-end ratio carries."""
+        quartiles = statistics.quantiles(values, n=4)
+        return (quartiles[2] - quartiles[0]) / statistics.median(values)
 
     grpo = statistics.median(step_times["GRPOTrainer"])
     corr = statistics.median(step_times["CorrGRPOTrainer"])
@@ -158,6 +165,7 @@ def main() -> int:
         "median_step_s": {"GRPOTrainer": grpo, "CorrGRPOTrainer": corr},
         "end_to_end_ratio": corr / grpo,
         "end_to_end_overhead_pct": 100.0 * (corr / grpo - 1.0),
+        "step_time_iqr_over_median": {k: relative_spread(v) for k, v in step_times.items()},
         "corrgrpo_path_median_s": corr_path,
         "corrgrpo_path_pct_of_step": 100.0 * corr_path / grpo,
     }
@@ -170,6 +178,13 @@ def main() -> int:
         "-",
         f"{corr_path:.5f}",
         f"{results['corrgrpo_path_pct_of_step']:.2f} % of a step",
+    )
+    spread = results["step_time_iqr_over_median"]
+    table.add_row(
+        "step time IQR / median (noise)",
+        f"{100 * spread['GRPOTrainer']:.1f} %",
+        f"{100 * spread['CorrGRPOTrainer']:.1f} %",
+        "",
     )
     table.add_row(
         "steps measured",

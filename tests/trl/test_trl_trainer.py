@@ -17,6 +17,7 @@ from trl_helpers import (  # noqa: E402
     half_none_reward,
     length_reward,
     odd_prompt_reward,
+    prompt_dataset,
     recording,
 )
 
@@ -124,3 +125,28 @@ def test_trl_constructor_matches_grpo_trainer_and_accepts_plain_config(tmp_path)
     assert inspect.signature(CorrGRPOTrainer.__init__) == inspect.signature(GRPOTrainer.__init__)
     trainer = build_trainer(CorrGRPOTrainer, GRPOConfig, str(tmp_path / "plain"))
     assert trainer.advantage_settings.estimator == "corr_grpo"
+
+
+def test_trl_evaluation_uses_the_estimator_without_dynamic_sampling(tmp_path) -> None:
+    trainer = build_trainer(
+        recording(CorrGRPOTrainer),
+        CorrGRPOConfig,
+        str(tmp_path),
+        per_device_eval_batch_size=8,
+        num_generations_eval=2,
+        dynamic_sampling_key="all",
+    )
+    metrics = trainer.evaluate(eval_dataset=prompt_dataset(8))
+    assert "eval_corrgrpo/q_mean" in metrics and "eval_corrgrpo/share/length_reward" in metrics
+    assert not any("dynamic_sampling" in key for key in metrics)
+    record = trainer.records[0]
+    assert "tool_mask" not in record  # evaluation batches are never filtered
+    expected = batch_advantages(
+        record["rewards"],
+        2,
+        torch.ones(3),
+        list(trainer.reward_func_names),
+        EstimatorSettings.from_args(trainer.args),
+        dynamic_sampling=False,
+    )
+    torch.testing.assert_close(record["advantages"], expected.advantages)
