@@ -5,6 +5,7 @@
 #                                                           newfacade/LeetCodeDataset)
 #   recipes/verl/prepare_data.sh tools RLLA_SOURCE          (a file or directory with the
 #                                                           train/test splits, or a hub name)
+#   recipes/verl/prepare_data.sh agent                      (cases ship with agentdojo)
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 out=${CORRGRPO_VERL_DATA:-data/verl}
@@ -21,8 +22,13 @@ case "${1:-}" in
       "$PYTHON" -m corrgrpo.integrations.verl.data tools --source "$source" --split "$split" --out "$out/tools"
     done
     ;;
+  agent)
+    for split in train test; do
+      "$PYTHON" -m corrgrpo.integrations.verl.data agent --split "$split" --out "$out/agent"
+    done
+    ;;
   *)
-    sed -n '2,7p' "$0"
+    sed -n '2,8p' "$0"
     exit 2
     ;;
 esac

@@ -26,6 +26,9 @@ from typing import Any
 
 SECTION = "corrgrpo"
 
+#: name of the AgentDojo agent loop (``agent_name`` of agent dataset rows)
+AGENT_LOOP_NAME = "corrgrpo_agentdojo"
+
 
 @dataclass(frozen=True)
 class CorrGRPOVerlConfig:

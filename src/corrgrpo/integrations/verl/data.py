@@ -2,6 +2,7 @@
 
     python -m corrgrpo.integrations.verl.data code  --source PATH_OR_HUB --out DIR [--split train]
     python -m corrgrpo.integrations.verl.data tools --source PATH_OR_HUB --out DIR [--split train]
+    python -m corrgrpo.integrations.verl.data agent --out DIR [--split train|test]
 
 Each row gets ``data_source`` (which :mod:`corrgrpo.integrations.verl.rewards` maps to the
 domain), a chat ``prompt``, ``ability``, ``reward_model.ground_truth`` (what the domain's
@@ -52,9 +53,37 @@ def tools_records(source: str, split: str, limit: int | None = None) -> list[dic
     return to_verl_records(load_rlla(source, split, limit=limit), split)
 
 
+def agent_records(source: str | None, split: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """verl rows for AgentDojo cases (``split`` train, or test / eval for the eval split).
+
+    The cases ship with the ``agentdojo`` package, so there is no ``source``. Rows run in the
+    ``corrgrpo_agentdojo`` agent loop; ``prompt`` holds the episode's opening messages.
+    """
+    from corrgrpo.integrations.verl.config import AGENT_LOOP_NAME
+    from corrgrpo.rewards.agent import build_cases
+    from corrgrpo.rewards.agent.prompting import initial_messages
+
+    del source
+    cases = build_cases("eval" if split in ("test", "eval") else split)
+    if limit is not None:
+        cases = cases[:limit]
+    return [
+        {
+            "data_source": "agentdojo",
+            "prompt": initial_messages(c.suite, c.user_task_id, c.benchmark_version),
+            "ability": "agent",
+            "agent_name": AGENT_LOOP_NAME,
+            "reward_model": {"style": "rule", "ground_truth": c.to_json()},
+            "extra_info": {"split": split, "index": i, "case_id": c.case_id},
+        }
+        for i, c in enumerate(cases)
+    ]
+
+
 BUILDERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
     "code": code_records,
     "tools": tools_records,
+    "agent": agent_records,
 }
 
 
@@ -73,13 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m corrgrpo.integrations.verl.data",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("domain", choices=sorted(BUILDERS))
-    parser.add_argument("--source", required=True, help="local file/directory or hub dataset name")
+    parser.add_argument("--source", default=None,
+                        help="local file/directory or hub dataset name (not for agent)")
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     parser.add_argument("--split", default="train")
     parser.add_argument("--limit", type=int, default=None, help="keep the first N rows")
     parser.add_argument("--benchmark", default="leetcode",
                         help="code only: leetcode, humaneval, mbpp or lcb")
     args = parser.parse_args(argv)
+    if args.source is None and args.domain != "agent":
+        parser.error(f"{args.domain} needs --source")
     kwargs: dict[str, Any] = {"limit": args.limit}
     if args.domain == "code":
         kwargs["benchmark"] = args.benchmark

@@ -8,7 +8,8 @@ module each one extends:
   :mod:`corrgrpo.integrations.verl.estimators` for the names),
 - the ``compute_advantage`` wrapper of the legacy trainer (``verl.trainer.ppo.ray_trainer``),
 - the V1 trainer modes ``corrgrpo_sync``, ``corrgrpo_colocate_async`` and
-  ``corrgrpo_separate_async`` (``verl.trainer.ppo.v1``).
+  ``corrgrpo_separate_async`` (``verl.trainer.ppo.v1``),
+- the ``corrgrpo_agentdojo`` agent loop (``verl.experimental.agent_loop``).
 
 verl swallows plugin exceptions (logged at DEBUG level only), so a failure here is logged
 as an error before it propagates. Setting
@@ -29,10 +30,11 @@ logger = logging.getLogger("corrgrpo.integrations.verl")
 CORE_ALGOS = "verl.trainer.ppo.core_algos"
 RAY_TRAINER = "verl.trainer.ppo.ray_trainer"
 V1_TRAINER = "verl.trainer.ppo.v1"
+AGENT_LOOPS = "verl.experimental.agent_loop"
 
 #: what has been registered so far, for ``check`` and for tests
 STATE: dict[str, Any] = {"estimators": {}, "legacy_wrapper": False, "trainer_modes": [],
-                         "errors": []}
+                         "agent_loops": [], "errors": []}
 
 
 def _guard(what: str, fn: Any, module: ModuleType) -> None:
@@ -63,6 +65,16 @@ def _on_v1(module: ModuleType) -> None:
     STATE["trainer_modes"] = sorted(MODES)
 
 
+def _on_agent_loops(module: ModuleType) -> None:
+    import importlib
+
+    from corrgrpo.integrations.verl.config import AGENT_LOOP_NAME
+
+    # registers on import; if our module is what is importing verl's, it finishes by itself
+    importlib.import_module("corrgrpo.integrations.verl.agent_loop")
+    STATE["agent_loops"] = [AGENT_LOOP_NAME]
+
+
 _INSTALLED = False
 
 
@@ -78,6 +90,7 @@ def register() -> dict[str, Any]:
         hooks.when_imported(CORE_ALGOS, lambda m: _guard("estimator registration", _on_core_algos, m))
         hooks.when_imported(RAY_TRAINER, lambda m: _guard("legacy trainer wrapper", _on_ray_trainer, m))
         hooks.when_imported(V1_TRAINER, lambda m: _guard("V1 trainer modes", _on_v1, m))
+        hooks.when_imported(AGENT_LOOPS, lambda m: _guard("AgentDojo agent loop", _on_agent_loops, m))
     else:
         import sys
 

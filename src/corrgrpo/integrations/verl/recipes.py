@@ -146,6 +146,13 @@ def validate_recipe(config_file: str | Path, overrides: list[str] | None = None)
         if mode is not None and mode not in TRAINER_REGISTRY:
             problems.append(f"trainer.v1.trainer_mode={mode!r} is not registered")
 
+    agent_loop = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
+    if str(agent_loop).startswith("corrgrpo_"):
+        from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+        if agent_loop not in _agent_loop_registry:
+            problems.append(f"agent loop {agent_loop!r} is not registered")
+
     reward_fn = get_custom_reward_fn(cfg)
     if reward_fn is None:
         problems.append("reward.custom_reward_function.path is not set")
