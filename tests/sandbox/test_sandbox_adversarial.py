@@ -430,6 +430,23 @@ ATTACKS: list[Attack] = [
         ),
         repeat=4,
     ),
+    Attack(
+        "keyring_persistence",
+        "a key left in the per-user kernel keyring for the next sample",
+        _solution(
+            "return -1",
+            header="import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\nif libc.syscall(250, 10, -4, b'user', b'corrgrpo-state', 0) >= 0:\n    print('LEAK keyring')\nlibc.syscall(248, b'user', b'corrgrpo-state', b'x', 1, -4)\n",
+        ),
+        repeat=4,
+    ),
+    Attack(
+        "host_devices",
+        "opening host devices (disks, kernel log, memory, ttys)",
+        _solution(
+            "import glob\nfor path in ['/dev/kmsg', '/dev/mem', '/dev/tty', '/dev/console'] + glob.glob('/dev/sd*') + glob.glob('/dev/nvme*') + glob.glob('/dev/vd*'):\n    try:\n        open(path, 'rb').close()\n        print('LEAK device', path)\n    except OSError:\n        pass\nopen('/dev/null', 'wb').write(b'x')\nassert len(open('/dev/urandom', 'rb').read(8)) == 8\nreturn -1"
+        ),
+        statuses=frozenset({"wrong_answer"}),
+    ),
     # --- assert mode (forgeable by design) ----------------------------------------------------
     Attack(
         "assert_mode_sys_exit",
@@ -478,26 +495,6 @@ def _request(attack: Attack, program: str) -> ExecutionRequest:
     return ExecutionRequest(program=program, entry_point="Solution().solve", calls=tests, **limits)  # type: ignore[arg-type]
 
 
-def _sandbox_processes(pool: SandboxPool) -> list[str]:
-    """Processes owned by the pool's sandbox uids, plus children of its workers."""
-    uids = {str(worker.uid) for worker in pool._workers}
-    workers = {worker.process.pid for worker in pool._workers if worker.process is not None}
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        uid = fields.get("Uid", "").split()[:1]
-        parent = int(fields.get("PPid", "0").strip() or 0)
-        if (uid and uid[0] in uids) or parent in workers:
-            found.append(f"{entry} {fields.get('Name', '').strip()}")
-    return found
-
-
 def _assert_host_untouched(
     pool: SandboxPool, canary_dir: Path, listener: socket.socket, results: list[ExecutionResult]
 ) -> None:
@@ -510,9 +507,9 @@ def _assert_host_untouched(
         assert "LEAK" not in text, text[-500:]
         assert SECRET not in text
     deadline = time.monotonic() + 2.0
-    while _sandbox_processes(pool) and time.monotonic() < deadline:
+    while pool.live_run_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _sandbox_processes(pool) == []
+    assert pool.live_run_processes() == []
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[attack.name for attack in ATTACKS])

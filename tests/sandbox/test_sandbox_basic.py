@@ -111,24 +111,6 @@ def test_manual_call_tests_and_tolerance(pool: SandboxPool) -> None:
     assert result.status == "wrong_answer"
 
 
-def _live_processes_of(uids: set[int]) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            fields = dict(
-                line.split(":", 1)
-                for line in open(f"/proc/{entry}/status").read().splitlines()
-                if ":" in line
-            )
-        except OSError:
-            continue
-        if fields.get("State", "").strip().startswith("Z"):
-            continue  # already dead, waiting to be reaped by init
-        if int(fields.get("Uid", "-1").split()[0]) in uids:
-            found.append(int(entry))
-    return found
-
-
 def test_pool_recovers_when_workers_are_killed_mid_run() -> None:
     sleeper = ExecutionRequest(
         program="import time\ndef f():\n    time.sleep(30)\n",
@@ -139,11 +121,11 @@ def test_pool_recovers_when_workers_are_killed_mid_run() -> None:
         program="def f():\n    return 1\n", entry_point="f", calls=[CallTest("candidate()", 1)]
     )
     with SandboxPool(workers=2) as own:
-        uids = {worker.uid for worker in own._workers}
         results: list[ExecutionResult] = []
         runner = threading.Thread(target=lambda: results.extend(own.run([sleeper, sleeper])))
         runner.start()
         time.sleep(0.5)
+        assert len(own.live_run_processes()) >= 2  # the check below can see running programs
         for worker in own._workers:
             assert worker.process is not None
             os.kill(worker.process.pid, signal.SIGKILL)
@@ -152,6 +134,6 @@ def test_pool_recovers_when_workers_are_killed_mid_run() -> None:
         assert [r.status for r in own.run([quick] * 3)] == ["passed"] * 3
         if own.isolated:  # the runs died with their workers (parent-death signal)
             deadline = time.monotonic() + 3
-            while _live_processes_of(uids) and time.monotonic() < deadline:
+            while own.live_run_processes() and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert _live_processes_of(uids) == []
+            assert own.live_run_processes() == []

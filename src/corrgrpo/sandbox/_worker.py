@@ -65,6 +65,8 @@ PRELOADED_MODULES = (
 )
 RESULT_CHANNEL_LIMIT = 64 << 20
 _CGROUP_MEMORY_HEADROOM = 64 << 20
+RUN_UID_BASE = 1 << 24
+RUN_UID_SPAN = (1 << 31) - RUN_UID_BASE
 _CHUNK = 1 << 16
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _FRAME = struct.Struct(">cI")
@@ -112,7 +114,6 @@ class Worker:
         self.request_fd: int = config["request_fd"]
         self.reply_fd: int = config["reply_fd"]
         self.isolated: bool = config["isolation"] == "namespaces"
-        self.uid: int = config["uid"]
         self.cpu_count = max(1, os.cpu_count() or 1)
         self.body = bytearray(1 << 16)
         self.chunk = bytearray(_CHUNK)
@@ -190,7 +191,6 @@ class Worker:
                     bytes(memoryview(self.body)[:body_len]),
                     (out_w, err_w, res_w),
                     self.isolated,
-                    self.uid,
                     self.cgroups,
                 )
             for fd in (out_w, err_w, res_w):
@@ -337,12 +337,16 @@ class Worker:
                 pass
 
 
+def _run_uid() -> int:
+    """A random unprivileged uid/gid far above the ranges distributions hand out."""
+    return RUN_UID_BASE + int.from_bytes(os.urandom(4), "little") % RUN_UID_SPAN
+
+
 def _child_main(
     header: dict[str, Any],
     body_raw: bytes,
     fds: tuple[int, int, int],
     isolated: bool,
-    uid: int,
     cgroups: WorkerCgroups | None,
 ) -> None:
     """The sandboxed process (PID 1 of its namespace when isolated). Never returns."""
@@ -385,6 +389,9 @@ def _child_main(
             pair = value if isinstance(value, tuple) else (value, value)
             resource.setrlimit(which, pair)
         if os.geteuid() == 0:
+            # A fresh uid per run: per-user kernel state (keyrings, process counts) is not
+            # shared with any other run.
+            uid = _run_uid()
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)

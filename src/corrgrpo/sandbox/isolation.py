@@ -44,6 +44,7 @@ DEFAULT_ALLOWED_PACKAGES = (
     "sortedcontainers",
     "sortedcontainers-*.dist-info",
 )
+DEVICES = ("null", "zero", "full", "random", "urandom")
 TMPFS_OPTIONS = "size=64m,nr_inodes=4096,mode=1777"
 
 
@@ -93,8 +94,28 @@ def setup_worker_namespaces(hidden_paths: Iterable[str], exposed_paths: Iterable
             open(holder, "w").close()
         sc.mount(path, holder, None, sc.MS_BIND | sc.MS_REC)
         staged.append((holder, path))
+    devices: list[tuple[str, str]] = []
+    for name in DEVICES:
+        holder = os.path.join(staging, f"dev-{name}")
+        if os.path.exists(f"/dev/{name}"):
+            open(holder, "w").close()
+            sc.mount(f"/dev/{name}", holder, None, sc.MS_BIND)
+            devices.append((holder, f"/dev/{name}"))
     for path in hidden:
         sc.mount("tmpfs", path, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=1m,mode=755")
+    # A minimal /dev: the host's device nodes (disks, kmsg, ttys) stay out of sight.
+    sc.mount("tmpfs", "/dev", "tmpfs", sc.MS_NOSUID, "size=1m,mode=755")
+    for holder, path in devices:
+        open(path, "w").close()
+        sc.mount(holder, path, None, sc.MS_MOVE)
+    os.mkdir("/dev/shm", 0o1777)
+    for link, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
+        os.symlink(target, f"/dev/{link}")
     for holder, path in staged:
         if os.path.isdir(holder):
             os.makedirs(path, exist_ok=True)
@@ -104,6 +125,8 @@ def setup_worker_namespaces(hidden_paths: Iterable[str], exposed_paths: Iterable
         sc.mount(holder, path, None, sc.MS_MOVE)
     sc.mount("tmpfs", staging, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=1m,mode=755")
     sc.make_tree_readonly("/")
+    for _, path in devices:  # the only mounts where device nodes may be opened
+        sc.mount(None, path, None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | sc.MS_NOSUID)
 
 
 def setup_run_mounts() -> None:

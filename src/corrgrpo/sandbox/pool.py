@@ -70,14 +70,11 @@ class _WorkerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.isolated = False
         self.cgroups: CgroupPaths | None = None
-        # A distinct uid per worker keeps RLIMIT_NPROC and file ownership per sandbox.
-        self.uid = 100_000 + (os.getpid() % 100_000) * 64 + index % 64 + 1
         self.start()
 
     def start(self) -> None:
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        uid = self.uid
         if self.cgroups is None and (self.isolation == "namespaces" or os.geteuid() == 0):
             self.cgroups = create_worker_cgroups(f"corrgrpo-sandbox-{os.getpid()}-{self.index}")
         config = {
@@ -85,7 +82,6 @@ class _WorkerProcess:
             "request_fd": request_r,
             "reply_fd": reply_w,
             "isolation": self.isolation,
-            "uid": uid,
             "hidden_paths": self.hidden,
             "exposed_paths": self.exposed,
         }
@@ -94,6 +90,9 @@ class _WorkerProcess:
             "LANG": "C.UTF-8",
             "PYTHONPATH": _package_root(),
             "PYTHONDONTWRITEBYTECODE": "1",
+            # Fixed string hashing: set iteration order, and so the verdict of a test that
+            # depends on it, is the same on every run and every worker.
+            "PYTHONHASHSEED": "0",
             "OMP_NUM_THREADS": "1",
             "OPENBLAS_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
@@ -248,6 +247,14 @@ def namespaces_available() -> bool:
     return os.waitstatus_to_exitcode(status) == 0 and os.geteuid() == 0
 
 
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # gone
+
+
 class SandboxPool:
     """A long-lived pool of pre-started sandbox workers.
 
@@ -323,6 +330,28 @@ class SandboxPool:
             workers, self._workers = self._workers, []
         for worker in workers:
             worker.close()
+
+    def live_run_processes(self) -> list[int]:
+        """Pids of processes started by runs that are still alive (normally none between runs).
+
+        Looks in the workers' cgroups and at the workers' children; zombies are not counted.
+        """
+        found: set[int] = set()
+        for worker in list(self._workers):
+            if worker.cgroups is not None:
+                try:
+                    with open(os.path.join(worker.cgroups.pids, "cgroup.procs")) as handle:
+                        found.update(int(pid) for pid in handle.read().split())
+                except OSError:
+                    pass
+            if worker.process is not None:
+                pid = worker.process.pid
+                try:
+                    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                        found.update(int(child) for child in handle.read().split())
+                except OSError:
+                    pass
+        return sorted(pid for pid in found if not _is_zombie(pid))
 
     def run_one(self, request: ExecutionRequest) -> ExecutionResult:
         return self.run([request])[0]
