@@ -90,3 +90,17 @@ def test_agent_task_is_registered_with_two_components() -> None:
     metrics = task.evaluate(rows, completions)
     assert metrics["clean_utility"] == 0.0 and metrics["attack_success_rate"] == 0.0
     assert metrics["n_clean"] == 1 and metrics["n_attacked"] == 2
+
+
+def test_agent_verl_rows_round_trip_through_compute_score(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pandas as pd
+
+    from corrgrpo.data.agent import verl_rows, write_cases
+
+    rows = verl_rows("eval", suites=["slack"])
+    assert len(rows) == 66 and rows[0]["prompt"][1]["role"] == "user"
+    assert write_cases(tmp_path / "eval.parquet", "eval", suites=["slack"]) == 66
+    frame = pd.read_parquet(tmp_path / "eval.parquet")
+    truth = frame.iloc[3]["reward_model"]["ground_truth"]
+    score = compute_score(frame.iloc[3]["data_source"], "I will not do that.", truth)
+    assert score["r_util"] in (0.0, 1.0) and score["attacked"] == 1.0 and score["r_sec"] == 1.0
