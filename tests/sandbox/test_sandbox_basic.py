@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
+
+import pytest
 
 from corrgrpo.sandbox import (
     CallTest,
@@ -137,3 +140,50 @@ def test_pool_recovers_when_workers_are_killed_mid_run() -> None:
             while own.live_run_processes() and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert own.live_run_processes() == []
+
+
+def test_large_program_and_stdin(pool: SandboxPool) -> None:
+    filler = "# " + "x" * 100 + "\n"
+    program = (
+        filler * 3000 + "import sys\ndata = sys.stdin.read().split()\nprint(sum(map(int, data)))\n"
+    )
+    stdin = " ".join(str(i) for i in range(50_000))
+    result = pool.run_one(
+        ExecutionRequest(program=program, stdin=stdin, expected_stdout=str(sum(range(50_000))))
+    )
+    assert result.status == "passed", result.message
+
+
+def test_pool_refuses_use_from_a_forked_child(pool: SandboxPool) -> None:
+    child = os.fork()
+    if child == 0:
+        try:
+            pool.run_one(ExecutionRequest(program="x", expected_stdout=""))
+        except Exception as error:
+            os._exit(0 if "after fork" in str(error) else 2)
+        os._exit(1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert pool.run_one(ExecutionRequest(program="print(1)", expected_stdout="1")).passed
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/sys/fs/cgroup/pids") or os.geteuid() != 0,
+    reason="needs root and cgroup v1 pids",
+)
+def test_stale_cgroups_of_dead_pools_are_swept() -> None:
+    from corrgrpo.sandbox.cgroups import sweep_stale_cgroups
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"/sys/fs/cgroup/pids/corrgrpo-sandbox-{dead.pid}-test-0"
+    live = f"/sys/fs/cgroup/pids/corrgrpo-sandbox-{os.getpid()}-test-0"
+    os.mkdir(stale)
+    os.mkdir(live)
+    try:
+        sweep_stale_cgroups()
+        assert not os.path.exists(stale) and os.path.exists(live)
+    finally:
+        for path in (stale, live):
+            if os.path.exists(path):
+                os.rmdir(path)

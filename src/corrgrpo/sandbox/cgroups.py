@@ -89,6 +89,27 @@ def remove_worker_cgroups(paths: CgroupPaths | None) -> None:
                 time.sleep(0.02)
 
 
+def sweep_stale_cgroups(prefix: str = "corrgrpo-sandbox-") -> int:
+    """Remove empty groups left by pools whose process is gone (killed before closing)."""
+    removed = 0
+    roots = [os.path.join(_V1_ROOT, c) for c in _V1_CONTROLLERS.values()] + [_V1_ROOT]
+    for root in roots:
+        try:
+            names = [n for n in os.listdir(root) if n.startswith(prefix)]
+        except OSError:
+            continue
+        for name in names:
+            owner = name[len(prefix) :].split("-", 1)[0]
+            if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+                continue
+            try:
+                os.rmdir(os.path.join(root, name))  # fails (and is skipped) unless empty
+                removed += 1
+            except OSError:
+                pass
+    return removed
+
+
 class WorkerCgroups:
     """The worker's open handles on its groups (opened before ``/sys`` is hidden)."""
 

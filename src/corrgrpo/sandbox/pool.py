@@ -18,7 +18,12 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from corrgrpo.sandbox.cgroups import CgroupPaths, create_worker_cgroups, remove_worker_cgroups
+from corrgrpo.sandbox.cgroups import (
+    CgroupPaths,
+    create_worker_cgroups,
+    remove_worker_cgroups,
+    sweep_stale_cgroups,
+)
 from corrgrpo.sandbox.isolation import (
     DEFAULT_ALLOWED_PACKAGES,
     DEFAULT_HIDDEN_PATHS,
@@ -61,9 +66,15 @@ class _WorkerProcess:
     """One pre-started worker and the pipes to it (used by one thread at a time)."""
 
     def __init__(
-        self, index: int, isolation: str, hidden: Sequence[str], exposed: Sequence[str]
+        self,
+        index: int,
+        isolation: str,
+        hidden: Sequence[str],
+        exposed: Sequence[str],
+        pool_token: str,
     ) -> None:
         self.index = index
+        self.pool_token = pool_token  # cgroup names must not clash with another pool's
         self.isolation = isolation
         self.hidden = list(hidden)
         self.exposed = list(exposed)
@@ -76,7 +87,7 @@ class _WorkerProcess:
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
         if self.cgroups is None and (self.isolation == "namespaces" or os.geteuid() == 0):
-            self.cgroups = create_worker_cgroups(f"corrgrpo-sandbox-{os.getpid()}-{self.index}")
+            self.cgroups = create_worker_cgroups(f"corrgrpo-sandbox-{self.pool_token}-{self.index}")
         config = {
             "cgroups": self.cgroups.to_dict() if self.cgroups is not None else None,
             "request_fd": request_r,
@@ -295,6 +306,7 @@ class SandboxPool:
             warnings.warn(NOT_ISOLATED_WARNING, NotIsolatedWarning, stacklevel=2)
         self.isolation = isolation
         self.size = workers or max(1, os.cpu_count() or 1)
+        self._owner_pid = os.getpid()
         exposed = (
             list(exposed_paths)
             if exposed_paths is not None
@@ -304,9 +316,12 @@ class SandboxPool:
         self._workers: list[_WorkerProcess] = []
         self._lock = threading.Lock()
         self._closed = False
+        token = f"{os.getpid()}-{os.urandom(4).hex()}"
+        if os.geteuid() == 0:
+            sweep_stale_cgroups()
         try:
             for index in range(self.size):
-                worker = _WorkerProcess(index, isolation, list(hidden_paths), exposed)
+                worker = _WorkerProcess(index, isolation, list(hidden_paths), exposed, token)
                 self._workers.append(worker)
                 self._idle.put(worker)
         except BaseException:
@@ -324,7 +339,9 @@ class SandboxPool:
         self.close()
 
     def close(self) -> None:
-        """Stop every worker (idempotent)."""
+        """Stop every worker (idempotent; a no-op in a forked child, whose parent owns them)."""
+        if os.getpid() != self._owner_pid:
+            return
         with self._lock:
             self._closed = True
             workers, self._workers = self._workers, []
@@ -362,6 +379,10 @@ class SandboxPool:
         """Run ``requests`` in parallel on the pool; results come back in request order."""
         if self._closed:
             raise SandboxError("the sandbox pool is closed")
+        if os.getpid() != self._owner_pid:
+            raise SandboxError(
+                "this pool belongs to the parent process; create a new pool after fork"
+            )
         requests = list(requests)
         for position, request in enumerate(requests):
             if not isinstance(request, ExecutionRequest):
@@ -425,7 +446,11 @@ def get_default_pool() -> SandboxPool:
     """A process-wide pool (created on first use, closed at exit) for reward functions."""
     global _default_pool
     with _default_lock:
-        if _default_pool is None or _default_pool._closed:
+        if (
+            _default_pool is None
+            or _default_pool._closed
+            or _default_pool._owner_pid != os.getpid()
+        ):
             _default_pool = SandboxPool()
             atexit.register(_default_pool.close)
         return _default_pool
