@@ -176,7 +176,10 @@ class ChatModelPolicy(AgentPolicy):
         self.top_p = top_p
         self.tool_role = tool_role
         self.batch_size = batch_size
-        self.seed = seed
+        if seed is not None and temperature > 0:
+            import torch
+
+            torch.manual_seed(seed)  # once: later turns continue the same random stream
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
 
@@ -204,8 +207,6 @@ class ChatModelPolicy(AgentPolicy):
     def respond_batch(self, conversations: Sequence[Messages], episode_indices: Sequence[int]) -> list[str]:
         import torch
 
-        if self.seed is not None:
-            torch.manual_seed(self.seed)
         outputs: list[str] = []
         for start in range(0, len(conversations), self.batch_size):
             chunk = conversations[start : start + self.batch_size]
