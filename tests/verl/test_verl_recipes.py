@@ -97,3 +97,21 @@ def test_launch_script_refuses_unknown_settings():
     proc = subprocess.run(["bash", str(RECIPES / "train.sh")], capture_output=True, text=True,
                           timeout=30)
     assert proc.returncode == 2 and "train.sh {code,tools,agent}" in proc.stdout
+
+
+def test_verls_own_entry_point_composes_a_recipe():
+    """``main_ppo --cfg job`` composes the config exactly as a launch does, then stops."""
+    import os
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(RECIPES / "config"),
+         "--config-name", "corrgrpo_agent", "--cfg", "job",
+         "algorithm.adv_estimator=gdpo_corr"],
+        capture_output=True, text=True, timeout=240, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "adv_estimator: gdpo_corr" in proc.stdout
+    assert "trainer_mode: corrgrpo_sync" in proc.stdout
+    assert "default_agent_loop: corrgrpo_agentdojo" in proc.stdout
+    assert "- r_util" in proc.stdout
