@@ -107,7 +107,9 @@ class CorrGRPOTrainer(GRPOTrainer):
         keep = kept.to(output["completion_mask"]).unsqueeze(1)
         tool_mask = output.get("tool_mask")
         tool_mask = (
-            keep.expand_as(output["completion_mask"]) if tool_mask is None else tool_mask * keep
+            keep.expand_as(output["completion_mask"]).contiguous()
+            if tool_mask is None
+            else tool_mask * keep
         )
         output["tool_mask"] = tool_mask
         loss_mask = output["completion_mask"] * tool_mask
