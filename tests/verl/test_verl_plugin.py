@@ -9,8 +9,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from corrgrpo.integrations.verl import hooks
 
 
@@ -98,7 +96,7 @@ def test_post_import_hook_fires_once_after_the_module_body(tmp_path, monkeypatch
     sys.modules.pop("corrgrpo_hook_probe", None)
 
 
-def test_plugin_failures_are_logged_not_swallowed(caplog):
+def test_plugin_failures_are_logged_and_recorded(caplog):
     from corrgrpo.integrations.verl import plugin
 
     def broken(module):
@@ -106,8 +104,7 @@ def test_plugin_failures_are_logged_not_swallowed(caplog):
 
     errors_before = list(plugin.STATE["errors"])
     with caplog.at_level(logging.ERROR, logger="corrgrpo.integrations.verl"):
-        with pytest.raises(RuntimeError, match="boom"):
-            plugin._guard("estimator registration", broken, sys)
+        plugin._guard("estimator registration", broken, sys)  # verl's import goes on
     try:
         assert "estimator registration failed" in caplog.text
         assert plugin.STATE["errors"][-1] == "estimator registration: RuntimeError: boom"

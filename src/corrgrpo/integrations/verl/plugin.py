@@ -11,10 +11,10 @@ module each one extends:
   ``corrgrpo_separate_async`` (``verl.trainer.ppo.v1``),
 - the ``corrgrpo_agentdojo`` agent loop (``verl.experimental.agent_loop``).
 
-verl swallows plugin exceptions (logged at DEBUG level only), so a failure here is logged
-as an error before it propagates. Setting
+verl swallows plugin exceptions (logged at DEBUG level only), so failures here are logged
+as errors and recorded for ``python -m corrgrpo.integrations.verl.check``. Setting
 ``VERL_USE_EXTERNAL_MODULES=corrgrpo.integrations.verl.plugin`` makes verl import this
-module itself and fail loudly when it cannot.
+module itself and fail loudly when it cannot be imported at all.
 """
 
 from __future__ import annotations
@@ -38,12 +38,17 @@ STATE: dict[str, Any] = {"estimators": {}, "legacy_wrapper": False, "trainer_mod
 
 
 def _guard(what: str, fn: Any, module: ModuleType) -> None:
+    """Run one registration; a failure is logged and recorded, never breaks verl's import.
+
+    The callbacks run inside verl's own imports, so raising would take verl down for runs
+    that do not use corrgrpo at all; ``python -m corrgrpo.integrations.verl.check`` reports
+    the recorded errors.
+    """
     try:
         fn(module)
     except Exception as err:
         STATE["errors"].append(f"{what}: {type(err).__name__}: {err}")
         logger.error("corrgrpo verl plugin: %s failed", what, exc_info=True)
-        raise
 
 
 def _on_core_algos(module: ModuleType) -> None:
