@@ -127,7 +127,9 @@ def test_trl_constructor_matches_grpo_trainer_and_accepts_plain_config(tmp_path)
     assert trainer.advantage_settings.estimator == "corr_grpo"
 
 
-def test_trl_evaluation_uses_the_estimator_without_dynamic_sampling(tmp_path) -> None:
+def test_trl_evaluation_of_chat_prompts_uses_the_estimator_without_dynamic_sampling(
+    tmp_path,
+) -> None:
     trainer = build_trainer(
         recording(CorrGRPOTrainer),
         CorrGRPOConfig,
@@ -136,7 +138,8 @@ def test_trl_evaluation_uses_the_estimator_without_dynamic_sampling(tmp_path) ->
         num_generations_eval=2,
         dynamic_sampling_key="all",
     )
-    metrics = trainer.evaluate(eval_dataset=prompt_dataset(8))
+    # Chat-formatted prompts: completions reach the reward functions as message lists.
+    metrics = trainer.evaluate(eval_dataset=prompt_dataset(8, conversational=True))
     assert "eval_corrgrpo/q_mean" in metrics and "eval_corrgrpo/share/length_reward" in metrics
     assert not any("dynamic_sampling" in key for key in metrics)
     record = trainer.records[0]

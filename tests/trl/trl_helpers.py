@@ -40,9 +40,12 @@ BASE_CONFIG: dict[str, Any] = {
 }
 
 
-def prompt_dataset(size: int = 16) -> Dataset:
-    """Plain-text arithmetic prompts with an integer id column the reward functions may read."""
-    prompts = [f"{i}+{2 * i}=" for i in range(size)]
+def prompt_dataset(size: int = 16, conversational: bool = False) -> Dataset:
+    """Arithmetic prompts (plain text or one user message) with an integer id column."""
+    texts = [f"{i}+{2 * i}=" for i in range(size)]
+    prompts: list[Any] = (
+        [[{"role": "user", "content": t}] for t in texts] if conversational else texts
+    )
     return Dataset.from_dict({"prompt": prompts, "pid": list(range(size))})
 
 
