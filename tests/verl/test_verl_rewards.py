@@ -83,18 +83,26 @@ def test_code_rows_score_through_verls_loader(tmp_path):
     assert hostile["pass"] == 0.0 and hostile["score"] < good["score"]
 
 
-def test_agent_domain_is_dispatched_when_available():
-    import importlib
+def test_agent_transcripts_score_through_the_dispatcher():
+    pytest.importorskip("agentdojo", reason="the agent extra is not installed")
+    from corrgrpo.rewards.agent import AgentCase, AgentEnvironment, GroundTruthPolicy
 
-    try:
-        module = importlib.import_module("corrgrpo.rewards.agent")
-    except ImportError as err:
-        pytest.skip(f"the agent domain does not import here: {err}")
-    if not callable(getattr(module, "compute_score", None)):
-        pytest.skip("corrgrpo.rewards.agent provides no compute_score in this checkout")
-    from corrgrpo.integrations.verl.rewards import domain_scorer
-
-    assert domain_scorer("agent") is module.compute_score
+    case = AgentCase(suite="banking", user_task_id="user_task_1")
+    policy = GroundTruthPolicy()
+    policy.start_episode(0, AgentEnvironment(case))
+    turns = []
+    while True:
+        text = policy.respond([], 0)
+        turns.append({"role": "assistant", "content": text})
+        if "<tool_call>" not in text:
+            break
+    fn = _verl_reward_fn(None, ["r_util", "r_sec"])
+    good = fn(data_source="agentdojo", solution_str=json.dumps(turns),
+              ground_truth=case.to_json(), extra_info={})
+    assert good == {"score": 1.0, "r_util": 1.0, "r_sec": 0.0}
+    idle = fn(data_source="agentdojo", solution_str="I cannot help with that.",
+              ground_truth=case.to_json(), extra_info={})
+    assert idle["r_util"] == 0.0 and idle["score"] == 0.0
 
 
 def test_result_normalization():
