@@ -264,3 +264,22 @@ def test_corr_grpo_without_std_is_the_numerator(
     out = verl_trainer.compute_advantage(data, adv_estimator="corr_grpo", config=cfg)
     expected = _expected("dr_grpo", comps, uids, WEIGHTS, data.batch["response_mask"])
     torch.testing.assert_close(out.batch["advantages"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_every_v1_trainer_flavour_has_a_corrgrpo_mode():
+    from verl.trainer.ppo.v1 import (
+        PPOTrainerColocateAsync,
+        PPOTrainerSeparateAsync,
+        PPOTrainerSync,
+        get_trainer_cls,
+    )
+
+    from corrgrpo.integrations.verl.v1 import ComponentRewardsMixin
+
+    for mode, base in [("corrgrpo_sync", PPOTrainerSync),
+                       ("corrgrpo_colocate_async", PPOTrainerColocateAsync),
+                       ("corrgrpo_separate_async", PPOTrainerSeparateAsync)]:
+        cls = get_trainer_cls(mode)
+        assert cls.__mro__[1] is ComponentRewardsMixin and issubclass(cls, base)
+        # the fetch runs in front of verl's own advantage step, which stays in charge
+        assert cls._compute_advantage is ComponentRewardsMixin._compute_advantage
