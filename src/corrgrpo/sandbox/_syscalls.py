@@ -149,3 +149,56 @@ def clone_process(flags: int) -> int:
         err = ctypes.get_errno()
         raise OSError(err, f"clone: {os.strerror(err)}")
     return int(pid)
+
+
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+# noroot + no_setuid_fixup + keep_caps + no_cap_ambient_raise, each with its lock bit
+_SECURE_BITS_ALL_LOCKED = 0x1 | 0x2 | 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def enter_user_namespace(outer_uid: int, outer_gid: int) -> None:
+    """Become root of a new user namespace whose only uid/gid map to ``outer_uid``/``outer_gid``.
+
+    Gives the capabilities needed to build the other namespaces and mounts without being root
+    on the host. Only call this from a single-threaded process.
+    """
+    unshare(CLONE_NEWUSER)
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"0 {outer_uid} 1"),
+        ("gid_map", f"0 {outer_gid} 1"),
+    ):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+
+
+def drop_all_capabilities() -> None:
+    """Give up every capability for good (for a process that stays uid 0 of a user namespace).
+
+    Locked securebits stop uid 0 from regaining capabilities through execve; the bounding and
+    ambient sets are emptied, then the effective, permitted and inheritable sets.
+    """
+    prctl(PR_SET_SECUREBITS, _SECURE_BITS_ALL_LOCKED)
+    for capability in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            break  # past the last capability this kernel knows
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset")

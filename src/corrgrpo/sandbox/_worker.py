@@ -114,6 +114,7 @@ class Worker:
         self.request_fd: int = config["request_fd"]
         self.reply_fd: int = config["reply_fd"]
         self.isolated: bool = config["isolation"] == "namespaces"
+        self.user_namespace: bool = bool(config.get("user_namespace"))
         self.cpu_count = max(1, os.cpu_count() or 1)
         self.body = bytearray(1 << 16)
         self.chunk = bytearray(_CHUNK)
@@ -192,6 +193,7 @@ class Worker:
                     (out_w, err_w, res_w),
                     self.isolated,
                     self.cgroups,
+                    self.user_namespace,
                 )
             for fd in (out_w, err_w, res_w):
                 os.close(fd)
@@ -348,6 +350,7 @@ def _child_main(
     fds: tuple[int, int, int],
     isolated: bool,
     cgroups: WorkerCgroups | None,
+    user_namespace: bool = False,
 ) -> None:
     """The sandboxed process (PID 1 of its namespace when isolated). Never returns."""
     try:
@@ -360,8 +363,9 @@ def _child_main(
             from corrgrpo.sandbox.isolation import setup_run_mounts
 
             setup_run_mounts()
-        else:
-            os.setsid()
+        # Own session and process group: kill(0, ...) or killpg from the program must not reach
+        # the worker or the pool (process groups are not confined by the PID namespace).
+        os.setsid()
         stdin_fd = os.memfd_create("stdin")
         stdin_text = (body.get("stdin") or "").encode()
         _write_all(stdin_fd, stdin_text)
@@ -388,7 +392,13 @@ def _child_main(
         for which, value in limits.items():
             pair = value if isinstance(value, tuple) else (value, value)
             resource.setrlimit(which, pair)
-        if os.geteuid() == 0:
+        if user_namespace:
+            # uid 0 is the only uid here (the caller's uid on the host), so no fresh uid per run:
+            # a nested user namespace per run gives fresh per-user kernel state (keyrings)
+            # instead and locks the worker's mounts; then every capability goes.
+            sc.enter_user_namespace(0, 0)
+            sc.drop_all_capabilities()
+        elif os.geteuid() == 0:
             # A fresh uid per run: per-user kernel state (keyrings, process counts) is not
             # shared with any other run.
             uid = _run_uid()
@@ -435,6 +445,10 @@ def main(argv: list[str]) -> int:
             __import__(name)
         if config["isolation"] == "namespaces":
             from corrgrpo.sandbox.isolation import setup_worker_namespaces
+
+            if config.get("user_namespace"):
+                sc.enter_user_namespace(config["outer_uid"], config["outer_gid"])
+                ready["user_namespace"] = True
 
             setup_worker_namespaces(config["hidden_paths"], config["exposed_paths"])
             ready["isolated"] = True

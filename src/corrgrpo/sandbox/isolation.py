@@ -134,5 +134,9 @@ def setup_run_mounts() -> None:
     sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, TMPFS_OPTIONS)
     if os.path.isdir("/dev/shm"):
         sc.mount("tmpfs", "/dev/shm", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, TMPFS_OPTIONS)
-    # A /proc that lists only this run's processes.
-    sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
+    # A /proc that lists only this run's processes. In a user namespace the kernel refuses
+    # when the host's /proc is partly masked (containers); then /proc is simply hidden.
+    try:
+        sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
+    except OSError:
+        sc.mount("tmpfs", "/proc", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY, "size=4k")

@@ -37,8 +37,8 @@ logger = logging.getLogger(__name__)
 ISOLATION_MODES = ("auto", "namespaces", "none")
 ISOLATION_ENV = "CORRGRPO_SANDBOX_ISOLATION"
 NOT_ISOLATED_WARNING = (
-    "corrgrpo sandbox is NOT ISOLATED: Linux namespaces and cgroups need root, which this "
-    "process lacks (or CORRGRPO_SANDBOX_ISOLATION=none was set), so untrusted programs run "
+    "corrgrpo sandbox is NOT ISOLATED: Linux namespaces are unavailable here (needs root or "
+    "unprivileged user namespaces), or CORRGRPO_SANDBOX_ISOLATION=none was set, so untrusted programs run "
     "with rlimits only. They can read and write your files, reach the network and leave "
     "processes behind. Do not run untrusted model output like this outside a disposable machine."
 )
@@ -72,8 +72,10 @@ class _WorkerProcess:
         hidden: Sequence[str],
         exposed: Sequence[str],
         pool_token: str,
+        user_namespace: bool = False,
     ) -> None:
         self.index = index
+        self.user_namespace = user_namespace
         self.pool_token = pool_token  # cgroup names must not clash with another pool's
         self.isolation = isolation
         self.hidden = list(hidden)
@@ -86,10 +88,15 @@ class _WorkerProcess:
     def start(self) -> None:
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        if self.cgroups is None and (self.isolation == "namespaces" or os.geteuid() == 0):
+        if self.cgroups is None and os.geteuid() == 0 and not self.user_namespace:
             self.cgroups = create_worker_cgroups(f"corrgrpo-sandbox-{self.pool_token}-{self.index}")
         config = {
             "cgroups": self.cgroups.to_dict() if self.cgroups is not None else None,
+            "user_namespace": self.user_namespace,
+            # uid 0 of the worker's user namespace is the caller's own uid on the host (the
+            # only mapping an unprivileged process may write)
+            "outer_uid": os.getuid(),
+            "outer_gid": os.getgid(),
             "request_fd": request_r,
             "reply_fd": reply_w,
             "isolation": self.isolation,
@@ -116,6 +123,7 @@ class _WorkerProcess:
                 stdout=subprocess.DEVNULL,
                 env=env,
                 close_fds=True,
+                start_new_session=True,  # out of the caller's process group and terminal
             )
         finally:
             os.close(request_r)
@@ -237,13 +245,20 @@ class _WorkerProcess:
         self.cgroups = None
 
 
-def namespaces_available() -> bool:
-    """Can this process create the namespaces the isolated mode needs? (probes in a child)"""
+def namespaces_available(user_namespace: bool | None = None) -> bool:
+    """Can this process build the isolated sandbox? (probes in a short-lived child)
+
+    As root the namespaces are created directly; otherwise (or with ``user_namespace=True``)
+    inside an unprivileged user namespace, which the kernel must allow.
+    """
     from corrgrpo.sandbox import _syscalls as sc
 
+    use_userns = os.geteuid() != 0 if user_namespace is None else user_namespace
     probe = os.fork()
     if probe == 0:
         try:
+            if use_userns:
+                sc.enter_user_namespace(os.getuid(), os.getgid())
             sc.unshare(
                 sc.CLONE_NEWNS
                 | sc.CLONE_NEWNET
@@ -255,7 +270,7 @@ def namespaces_available() -> bool:
         except BaseException:
             os._exit(1)
     _, status = os.waitpid(probe, 0)
-    return os.waitstatus_to_exitcode(status) == 0 and os.geteuid() == 0
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _is_zombie(pid: int) -> bool:
@@ -284,6 +299,7 @@ class SandboxPool:
         hidden_paths: Iterable[str] = DEFAULT_HIDDEN_PATHS,
         exposed_paths: Iterable[str] | None = None,
         allowed_packages: Iterable[str] = DEFAULT_ALLOWED_PACKAGES,
+        user_namespace: bool | None = None,
     ) -> None:
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be a positive int, got {workers!r}")
@@ -295,11 +311,13 @@ class SandboxPool:
                 raise ValueError(
                     f"{ISOLATION_ENV} must be one of {ISOLATION_MODES}, got {isolation!r}"
                 )
+        self.user_namespace = os.geteuid() != 0 if user_namespace is None else bool(user_namespace)
         if isolation == "auto":
-            isolation = "namespaces" if namespaces_available() else "none"
-        elif isolation == "namespaces" and not namespaces_available():
+            isolation = "namespaces" if namespaces_available(self.user_namespace) else "none"
+        elif isolation == "namespaces" and not namespaces_available(self.user_namespace):
             raise SandboxError(
-                "isolation='namespaces' requested but namespaces are unavailable (run as root)"
+                "isolation='namespaces' requested but namespaces are unavailable "
+                "(needs root, or unprivileged user namespaces enabled in the kernel)"
             )
         if isolation == "none":
             logger.error(NOT_ISOLATED_WARNING)
@@ -321,7 +339,9 @@ class SandboxPool:
             sweep_stale_cgroups()
         try:
             for index in range(self.size):
-                worker = _WorkerProcess(index, isolation, list(hidden_paths), exposed, token)
+                worker = _WorkerProcess(
+                    index, isolation, list(hidden_paths), exposed, token, self.user_namespace
+                )
                 self._workers.append(worker)
                 self._idle.put(worker)
         except BaseException:
