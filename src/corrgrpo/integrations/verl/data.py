@@ -56,28 +56,17 @@ def tools_records(source: str, split: str, limit: int | None = None) -> list[dic
 def agent_records(source: str | None, split: str, limit: int | None = None) -> list[dict[str, Any]]:
     """verl rows for AgentDojo cases (``split`` train, or test / eval for the eval split).
 
-    The cases ship with the ``agentdojo`` package, so there is no ``source``. Rows run in the
-    ``corrgrpo_agentdojo`` agent loop; ``prompt`` holds the episode's opening messages.
+    The cases ship with the ``agentdojo`` package, so there is no ``source``. The agent
+    domain's rows, each sent to the ``corrgrpo_agentdojo`` agent loop.
     """
+    from corrgrpo.data.agent import verl_rows
     from corrgrpo.integrations.verl.config import AGENT_LOOP_NAME
-    from corrgrpo.rewards.agent import build_cases
-    from corrgrpo.rewards.agent.prompting import initial_messages
 
     del source
-    cases = build_cases("eval" if split in ("test", "eval") else split)
+    rows = verl_rows("eval" if split in ("test", "eval") else split)
     if limit is not None:
-        cases = cases[:limit]
-    return [
-        {
-            "data_source": "agentdojo",
-            "prompt": initial_messages(c.suite, c.user_task_id, c.benchmark_version),
-            "ability": "agent",
-            "agent_name": AGENT_LOOP_NAME,
-            "reward_model": {"style": "rule", "ground_truth": c.to_json()},
-            "extra_info": {"split": split, "index": i, "case_id": c.case_id},
-        }
-        for i, c in enumerate(cases)
-    ]
+        rows = rows[:limit]
+    return [{**row, "agent_name": AGENT_LOOP_NAME} for row in rows]
 
 
 BUILDERS: dict[str, Callable[..., list[dict[str, Any]]]] = {
