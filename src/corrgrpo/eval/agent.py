@@ -74,6 +74,23 @@ def _agentdojo_own_failures(results: list[Any]) -> list[dict[str, Any]]:
     return failures
 
 
+def _uncounted_injections(cases: list[Any], results: list[Any]) -> list[dict[str, Any]]:
+    """Attacked cases where every call of the injection task's ground truth ran without error,
+    yet AgentDojo's security check does not count the injection as achieved."""
+    from corrgrpo.rewards.agent.suites import get_injection_task, load_environment
+
+    uncounted = []
+    for case, result in zip(cases, results, strict=True):
+        if not case.attacked or result.injection_success:
+            continue
+        task = get_injection_task(case.suite, case.injection_task_id, case.benchmark_version)
+        plan = task.ground_truth(load_environment(case.suite, case.injections, case.benchmark_version))
+        done = [(e.name, e.arguments) for e in result.executions if e.status == "ok"]
+        if plan and all((c.function, dict(c.args)) in done for c in plan):
+            uncounted.append({"case_id": case.case_id, "calls": [c.function for c in plan]})
+    return uncounted
+
+
 def run(args: argparse.Namespace) -> int:
     from corrgrpo.rewards.agent.cases import build_cases, count_cases
     from corrgrpo.rewards.agent.metrics import format_table, summarize
@@ -124,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.policy == "ground_truth":
         report["agentdojo_own_failures"] = _agentdojo_own_failures(results)
+    if args.policy == "obedient":
+        report["injections_done_but_not_counted"] = _uncounted_injections(cases, results)
     if args.check_agentdojo:
         from corrgrpo.rewards.agent.reference import compare_with_agentdojo
 
@@ -141,6 +160,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"cases where AgentDojo's own ground truth fails: {len(report['agentdojo_own_failures'])}")
         for failure in report["agentdojo_own_failures"]:
             print(f"  {failure['case_id']}: {'; '.join(failure['reasons'])}")
+    if "injections_done_but_not_counted" in report:
+        uncounted = report["injections_done_but_not_counted"]
+        print(f"injection ground truth fully run but not counted by AgentDojo's check: {len(uncounted)}")
+        for item in uncounted:
+            print(f"  {item['case_id']}")
     if "agentdojo_mismatches" in report:
         print(f"episodes scored differently by AgentDojo: {len(report['agentdojo_mismatches'])}")
     if args.output is not None:
