@@ -18,8 +18,9 @@ Quick start::
 
 Public names:
 
-- :class:`SandboxPool` (``workers``, ``isolation`` = auto|namespaces|none), ``.run(requests,
-  progress=False)``, ``.run_one(request)``, ``.close()``; :func:`get_default_pool`.
+- :class:`SandboxPool` (``workers``, ``isolation`` = auto|namespaces|none, ``user_namespace``),
+  ``.run(requests, progress=False)``, ``.run_one(request)``, ``.live_run_processes()``,
+  ``.close()``; :func:`get_default_pool`; :func:`namespaces_available`.
 - :class:`ExecutionRequest`, :class:`ExecutionResult`, :class:`CallTest`, :class:`CallOutcome`,
   :data:`STATUSES`.
 - :func:`convert_check_tests` / :func:`analyze_check_tests`: ``assert candidate(...) == expected``
