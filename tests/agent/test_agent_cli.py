@@ -19,6 +19,7 @@ def test_agent_eval_cli_writes_json_table_and_transcripts(tmp_path, capsys) -> N
     assert "joint acc" in out and "slack" in out and "episodes/s" in out
     report = json.loads(report_path.read_text())
     assert report["episodes"] == 11 and report["agentdojo_mismatches"] == []
+    assert report["injections_done_but_not_counted"] == []
     overall = report["metrics"]["overall"]
     assert overall["n_clean"] == 1 and overall["n_attacked"] == 10
     assert overall["attack_success_rate"] > 50.0
