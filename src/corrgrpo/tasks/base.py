@@ -71,6 +71,10 @@ class Task(abc.ABC):
             metrics[comp.name] = sum(valid) / len(valid) if valid else float("nan")
         return metrics
 
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """Extra keyword arguments for the GRPO trainer (e.g. a multi-turn rollout); none by default."""
+        return {}
+
     # convenience for trainers
     @property
     def component_names(self) -> list[str]:
