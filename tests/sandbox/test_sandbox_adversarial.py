@@ -600,3 +600,24 @@ def test_no_sample_reads_another_samples_code_or_output(pool: SandboxPool) -> No
         assert token not in result.stdout, (
             "a sample found an earlier sample's code or output in memory"
         )
+
+
+def test_concurrent_samples_cannot_see_each_other(pool: SandboxPool) -> None:
+    """Two samples running at once on different workers: no shared files, sockets or pids."""
+    holder = _solution(
+        "return -1",
+        header="import os, socket, time\nopen('/tmp/holder-secret', 'w').write('x')\nopen('/dev/shm/holder-secret', 'w').write('x')\n"
+        "server = socket.socket(socket.AF_UNIX)\nserver.bind('\\0corrgrpo-holder')\nserver.listen()\ntime.sleep(1.5)\n",
+    )
+    peeker = _solution(
+        "return -1",
+        header="import os, socket, time\ntime.sleep(0.5)\nfor path in ('/tmp/holder-secret', '/dev/shm/holder-secret'):\n"
+        "    if os.path.exists(path):\n        print('LEAK file', path)\nif [p for p in os.listdir('/proc') if p.isdigit()] != ['1']:\n    print('LEAK pids')\n"
+        "try:\n    socket.socket(socket.AF_UNIX).connect('\\0corrgrpo-holder')\n    print('LEAK socket')\nexcept OSError:\n    pass\n",
+    )
+    attack = Attack("concurrent", "", "", cpu=2.0, wall=10.0)
+    results = pool.run([_request(attack, holder), _request(attack, peeker)])
+    assert [r.status for r in results] == ["wrong_answer", "wrong_answer"], [
+        r.message for r in results
+    ]
+    assert "LEAK" not in results[1].stdout, results[1].stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -42,7 +43,8 @@ def _calls(program: str, **limits: object) -> ExecutionRequest:
 
 def test_correct_and_wrong_and_order(pool: SandboxPool) -> None:
     wrong = TWO_SUM.replace("[seen[target - x], i]", "[i, seen[target - x]]")
-    results = pool.run([_calls(TWO_SUM), _calls(wrong), _calls(TWO_SUM)])
+    results = pool.run([_calls(TWO_SUM), _calls(wrong), _calls(TWO_SUM)], progress=True)
+    assert json.loads(json.dumps(results[1].to_dict()))["calls"][0]["value"] == "[1, 0]"
     assert [r.status for r in results] == ["passed", "wrong_answer", "passed"]
     assert results[0].calls[0].value == [0, 1] and results[0].calls[0].passed
     assert results[1].calls[0].value == [1, 0] and not results[1].calls[0].passed
