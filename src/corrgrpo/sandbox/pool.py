@@ -88,7 +88,7 @@ class _WorkerProcess:
     def start(self) -> None:
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
-        if self.cgroups is None and os.geteuid() == 0 and not self.user_namespace:
+        if self.cgroups is None and os.geteuid() == 0:
             self.cgroups = create_worker_cgroups(f"corrgrpo-sandbox-{self.pool_token}-{self.index}")
         config = {
             "cgroups": self.cgroups.to_dict() if self.cgroups is not None else None,
