@@ -120,6 +120,7 @@ class Worker:
         self.chunk = bytearray(_CHUNK)
         # Opened now: the worker's own view of /sys is hidden once its namespaces are set up.
         self.cgroups = WorkerCgroups(config["cgroups"]) if config.get("cgroups") else None
+        self._reaped = False  # whether the current run's process has been waited for
 
     # -- framing ---------------------------------------------------------------------------
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
@@ -181,7 +182,8 @@ class Worker:
                 pass  # a lower limit can be refused while old page cache is charged
             cpu_base, oom_base = self.cgroups.cpu_seconds(), self.cgroups.oom_kills()
         started = time.monotonic()
-        pidfd = -1
+        pidfd = child = -1
+        self._reaped = False
         try:
             # One raw clone per run: the child is PID 1 of a fresh PID namespace, so everything
             # it starts dies with it; this process only supervises and relays.
@@ -216,6 +218,12 @@ class Worker:
             summary["wall"] = time.monotonic() - started
             return summary
         finally:
+            if child > 0 and not self._reaped:  # a supervision fault: never leave a run behind
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(child, 0)
             for fd in (out_r, err_r, res_r, out_w, err_w, res_w, pidfd):
                 if fd >= 0:
                     os.close(fd)
@@ -239,9 +247,9 @@ class Worker:
             if pid == 0:
                 time.sleep(0.001)
 
-    @staticmethod
-    def _reap(pid: int) -> dict[str, Any]:
+    def _reap(self, pid: int) -> dict[str, Any]:
         _, status, usage = os.wait4(pid, 0)
+        self._reaped = True
         return {
             "status": status,
             "cpu": usage.ru_utime + usage.ru_stime,
