@@ -1,0 +1,162 @@
+"""``corrgrpo compare``: several estimators x seeds on one task with the same budget, then a report.
+
+Every run shares the resolved settings (task, model, steps, batch, recipe, ``--set`` options);
+only the estimator and the seed change. The output folder gets one run folder per
+(estimator, seed) and ``report.md`` with learning curves, a Pareto scatter of the final
+per-component means, advantage-scale diagnostics and a plain verdict::
+
+    corrgrpo compare                                  # toy task: corr_grpo, grpo, gdpo x 3 seeds
+    corrgrpo compare --estimators corr_grpo,grpo,gdpo,dr_grpo --seeds 5 --max-steps 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from corrgrpo.cli.train import add_passthrough_argument, add_run_arguments, resolve_settings
+
+DEFAULT_ESTIMATORS = "corr_grpo,grpo,gdpo"
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Train one task with several advantage estimators and seeds under the same budget, "
+        "then write report.md (curves, Pareto scatter, diagnostics, verdict)."
+    )
+    add_run_arguments(parser)
+    parser.add_argument(
+        "--estimators",
+        default=DEFAULT_ESTIMATORS,
+        help=f"comma-separated estimator names (default {DEFAULT_ESTIMATORS})",
+    )
+    parser.add_argument(
+        "--seeds",
+        default="3",
+        help="number of seeds (0..N-1) or a comma-separated list of seeds (default 3)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        dest="compare_dir",
+        help="comparison folder (default: runs/compare-<task>-<UTC time>)",
+    )
+    add_passthrough_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def parse_estimators(text: str) -> list[str]:
+    from corrgrpo.estimators import list_estimators
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ValueError("--estimators needs at least one estimator name")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--estimators lists a name twice: {text!r}")
+    unknown = [n for n in names if n not in list_estimators()]
+    if unknown:
+        raise ValueError(
+            f"unknown estimator(s) {', '.join(unknown)}; registered: {', '.join(list_estimators())}"
+        )
+    return names
+
+
+def parse_seeds(text: str) -> list[int]:
+    text = text.strip()
+    try:
+        if "," in text:
+            seeds = [int(s) for s in text.split(",") if s.strip()]
+        else:
+            count = int(text)
+            if count < 1:
+                raise ValueError
+            seeds = list(range(count))
+    except ValueError:
+        raise ValueError(
+            f"--seeds must be a positive count or a comma-separated list, got {text!r}"
+        ) from None
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds lists a seed twice: {text!r}")
+    return seeds
+
+
+def compare(
+    base: Any, estimators: list[str], seeds: list[int], out_dir: Path, console: Any = None
+) -> Path:
+    """Run every (estimator, seed) with ``base`` settings and write the report; returns its path."""
+    from corrgrpo.training.report import RunSummary, write_report
+    from corrgrpo.training.run import train
+    from corrgrpo.training.settings import apply_overrides
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summaries: list[RunSummary] = []
+    result = None
+    started = time.monotonic()
+    total = len(estimators) * len(seeds)
+    for index, (estimator, seed) in enumerate(((e, s) for e in estimators for s in seeds), start=1):
+        if console is not None:
+            console.print(f"[bold]run {index}/{total}[/bold]: estimator={estimator} seed={seed}")
+        settings = apply_overrides(
+            base,
+            {
+                "estimator": estimator,
+                "seed": seed,
+                "output_dir": str(out_dir / f"{estimator}-s{seed}"),
+            },
+        )
+        result = train(settings, console=console)
+        summaries.append(
+            RunSummary(
+                estimator=estimator,
+                seed=seed,
+                path=str(result.path.relative_to(out_dir)),
+                start=result.start,
+                end=result.end,
+                records=result.records,
+                wall_seconds=result.wall_seconds,
+            )
+        )
+    assert result is not None  # at least one estimator and one seed
+    steps = base.trainer.get("max_steps", "?")
+    model = base.model or "tiny local model"
+    budget = (
+        f"Task `{base.task}`, model `{model}`, {steps} optimizer steps per run, "
+        f"{base.trainer.get('per_device_train_batch_size', '?')} completions per device step "
+        f"({base.trainer.get('num_generations', '?')} per prompt), same settings for every run; "
+        f"total wall time {time.monotonic() - started:.0f}s."
+    )
+    return write_report(
+        out_dir,
+        summaries,
+        result.components,
+        result.weights,
+        title=f"corrgrpo compare: {', '.join(estimators)} on {base.task}",
+        budget=budget,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console()
+    try:
+        estimators = parse_estimators(args.estimators)
+        seeds = parse_seeds(args.seeds)
+        base = resolve_settings(args)
+        if base.output_dir is not None:
+            raise ValueError(
+                "output_dir is chosen per run here; use --output-dir for the comparison"
+            )
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        console.print(f"[red]corrgrpo compare: {error}[/red]")
+        return 2
+    out_dir = (
+        Path(args.compare_dir)
+        if args.compare_dir
+        else Path(base.runs_root)
+        / (f"compare-{base.task}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
+    )
+    report = compare(base, estimators, seeds, out_dir, console)
+    console.print(f"report: {report}")
+    return 0

@@ -1,0 +1,100 @@
+"""Score a policy on a task: sample completions for fixed prompts, average every component.
+
+Used before and after training for the summary table, so the "start" and "end" numbers come
+from the same prompts, the same number of samples and the same sampling seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from corrgrpo.tasks.base import Task
+
+
+def sample_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    *,
+    num_samples: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    seed: int = 0,
+    batch_size: int = 64,
+) -> list[list[str]]:
+    """``num_samples`` sampled completions per prompt (greedy when ``temperature`` is 0)."""
+    import torch
+
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be positive, got {num_samples!r}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    old_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"  # generation continues every prompt from its last token
+    flat = [p for p in prompts for _ in range(num_samples)]
+    texts: list[str] = []
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        for start in range(0, len(flat), batch_size):
+            chunk = flat[start : start + batch_size]
+            enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = {k: v.to(device) for k, v in enc.items()}
+            with torch.no_grad():
+                out = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=temperature > 0,
+                    temperature=temperature if temperature > 0 else None,
+                    top_p=1.0,
+                    top_k=0,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
+            new_tokens = out[:, enc["input_ids"].shape[1] :]
+            texts.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+    finally:
+        tokenizer.padding_side = old_side
+        torch.random.set_rng_state(generator_state)
+        model.train(was_training)
+    return [texts[i : i + num_samples] for i in range(0, len(texts), num_samples)]
+
+
+def evaluate_policy(
+    model: Any,
+    tokenizer: Any,
+    task: Task,
+    rows: Sequence[dict[str, Any]],
+    *,
+    num_samples: int = 4,
+    max_new_tokens: int = 16,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Per-component means (and the weighted ``total``) of sampled completions on ``rows``."""
+    if not rows:
+        raise ValueError("evaluate_policy needs at least one row")
+    prompts = [row["prompt"] for row in rows]
+    if not all(isinstance(p, str) for p in prompts):
+        raise TypeError("evaluate_policy samples from plain-text prompts only")
+    samples = sample_completions(
+        model,
+        tokenizer,
+        prompts,
+        num_samples=num_samples,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+    )
+    flat_rows = [row for row in rows for _ in range(num_samples)]
+    flat_completions = [c for group in samples for c in group]
+    metrics = dict(task.evaluate(flat_rows, flat_completions))
+    if "total" not in metrics:
+        metrics["total"] = sum(
+            comp.weight * metrics[comp.name] for comp in task.reward_components()
+        )
+    return metrics

@@ -1,0 +1,277 @@
+"""Run settings: what ``corrgrpo train`` resolves from defaults, a recipe and the command line.
+
+Precedence, lowest first: the built-in defaults (the embedded toy run when no ``--model`` is
+given), a recipe YAML, then command-line flags, then ``--set key=value`` / options after
+``--``. The result is a :class:`RunSettings` whose ``trainer`` dict becomes a
+``CorrGRPOConfig``.
+
+A recipe is YAML with the keys of :class:`RunSettings` at the top level and TRL options
+under ``trainer``. ``prompts_per_step`` fixes the number of prompts per optimizer step:
+``gradient_accumulation_steps`` is derived from it, ``num_generations``,
+``per_device_train_batch_size`` and the number of processes. ``max_prompt_length`` drops
+training prompts longer than that many tokens (TRL 1.16 has no prompt-length option).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Toy-scale model used when no --model is given (about 100k parameters).
+TINY_MODEL_DEFAULTS: dict[str, Any] = {
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_heads": 4,
+    "max_position_embeddings": 64,
+}
+
+# Options every run gets unless the recipe or command line says otherwise.
+COMMON_TRAINER_DEFAULTS: dict[str, Any] = {
+    "logging_steps": 1,
+    "report_to": "none",
+    "save_strategy": "no",
+    "disable_tqdm": True,  # the rich progress bar replaces TRL's tqdm
+}
+
+# The embedded default run: toy task, tiny local model, CPU, a few minutes on two cores.
+TOY_TRAINER_DEFAULTS: dict[str, Any] = {
+    "use_cpu": True,
+    "bf16": False,
+    "gradient_checkpointing": False,
+    "per_device_train_batch_size": 64,
+    "num_generations": 8,
+    "max_completion_length": 16,
+    "learning_rate": 1e-3,
+    "lr_scheduler_type": "constant",
+    "warmup_steps": 0,
+    "beta": 0.0,
+    "temperature": 1.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "max_steps": 60,
+    "dataloader_num_workers": 0,
+}
+
+
+@dataclass
+class RunSettings:
+    """Everything one training run needs besides the TRL options in ``trainer``."""
+
+    task: str = "toy"
+    task_options: dict[str, Any] = field(default_factory=dict)
+    #: hub name or local path; ``None`` builds the tiny local model
+    model: str | None = None
+    tiny_model: dict[str, Any] = field(default_factory=lambda: dict(TINY_MODEL_DEFAULTS))
+    estimator: str = "corr_grpo"
+    estimator_options: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    #: the run folder; ``None`` makes a fresh one under ``runs_root``
+    output_dir: str | None = None
+    runs_root: str = "runs"
+    #: supervised warm-start steps on the task's demonstrations; ``None`` = 200 for the tiny
+    #: model on a task with demonstrations, else 0
+    warm_start_steps: int | None = None
+    warm_start_demonstrations: int = 4000
+    warm_start_batch_size: int = 32
+    warm_start_learning_rate: float = 3e-3
+    #: prompts (and samples of each) for the before/after evaluation; 0 prompts skips it
+    eval_prompts: int = 64
+    eval_samples: int = 4
+    eval_split: str = "eval"
+    prompts_per_step: int | None = None
+    max_prompt_length: int | None = None
+    trainer: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_SETTINGS_FIELDS = {f.name for f in dataclasses.fields(RunSettings)}
+
+
+def default_settings(model: str | None = None) -> RunSettings:
+    """The built-in defaults: the embedded toy run without a model, generic ones with."""
+    trainer = dict(COMMON_TRAINER_DEFAULTS)
+    if model is None:
+        trainer.update(TOY_TRAINER_DEFAULTS)
+    return RunSettings(model=model, trainer=trainer)
+
+
+def load_recipe(path: str | Path) -> dict[str, Any]:
+    """Read a recipe YAML file into a dict, checking its keys."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"recipe file not found: {path}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"recipe {path} must be a YAML mapping, got {type(data).__name__}")
+    unknown = sorted(set(data) - _SETTINGS_FIELDS)
+    if unknown:
+        raise ValueError(
+            f"recipe {path}: unknown key(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(sorted(_SETTINGS_FIELDS))} (TRL options go under 'trainer')"
+        )
+    if not isinstance(data.get("trainer", {}), dict):
+        raise ValueError(f"recipe {path}: 'trainer' must be a mapping of TRL options")
+    return data
+
+
+def apply_overrides(settings: RunSettings, overrides: Mapping[str, Any]) -> RunSettings:
+    """A copy of ``settings`` with top-level keys replaced and ``trainer`` merged key by key."""
+    data = settings.to_dict()
+    for key, value in overrides.items():
+        if key not in _SETTINGS_FIELDS:
+            raise ValueError(f"unknown run setting {key!r}")
+        if key in ("trainer", "task_options", "tiny_model", "estimator_options") and value:
+            data[key] = {**data[key], **dict(value)}
+        else:
+            data[key] = value
+    return RunSettings(**data)
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value: int, float, bool, null, JSON list/object, else the string."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    if text.strip()[:1] in ("[", "{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"cannot parse {text!r} as JSON: {error}") from error
+    return text
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` into a dict of parsed values."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = parse_value(value)
+    return out
+
+
+def parse_passthrough(argv: Sequence[str]) -> dict[str, Any]:
+    """TRL-style options after ``--``: ``--key value``, ``--key=value`` or a bare ``--flag``."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("--") or token == "--":
+            raise ValueError(f"expected an option like --learning_rate 1e-6, got {token!r}")
+        name, sep, value = token[2:].partition("=")
+        name = name.replace("-", "_")
+        if sep:
+            out[name] = parse_value(value)
+            i += 1
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out[name] = parse_value(argv[i + 1])
+            i += 2
+        else:
+            out[name] = True
+            i += 1
+    return out
+
+
+def split_trainer_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Separate run-setting keys (``seed``, ``task``...) from TRL options, so ``--set`` takes both."""
+    run = {k: v for k, v in options.items() if k in _SETTINGS_FIELDS and k != "trainer"}
+    trainer = {k: v for k, v in options.items() if k not in run}
+    return run, trainer
+
+
+def world_size() -> int:
+    """Number of training processes as set by torchrun / accelerate (1 when not launched)."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def _coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Make ints given for float options floats (YAML writes 1e-6 as a string, too)."""
+    text = str(annotation)
+    if isinstance(value, str) and "float" in text:
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"option {name!r} expects a number, got {value!r}") from None
+    if isinstance(value, int) and not isinstance(value, bool) and text.startswith("float"):
+        return float(value)
+    return value
+
+
+def trainer_kwargs(settings: RunSettings, reward_weights: Sequence[float]) -> dict[str, Any]:
+    """The ``CorrGRPOConfig`` keyword arguments of ``settings`` (checked against its fields)."""
+    from corrgrpo.integrations.trl import CorrGRPOConfig
+
+    fields = {f.name: f for f in dataclasses.fields(CorrGRPOConfig) if f.init}
+    kwargs = dict(settings.trainer)
+    unknown = sorted(set(kwargs) - set(fields))
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, fields, n=1)
+            hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        raise ValueError(f"unknown trainer option(s): {', '.join(hints)}")
+    for key in ("advantage_estimator", "seed", "output_dir"):
+        if key in kwargs:
+            raise ValueError(
+                f"set {key!r} with the run setting (--estimator/--seed/--output-dir), "
+                "not as a trainer option"
+            )
+    kwargs = {k: _coerce(k, v, fields[k].type) for k, v in kwargs.items()}
+    kwargs["advantage_estimator"] = settings.estimator
+    if settings.estimator_options:
+        kwargs["estimator_options"] = dict(settings.estimator_options)
+    kwargs["seed"] = settings.seed
+    kwargs.setdefault("reward_weights", [float(w) for w in reward_weights])
+    if settings.prompts_per_step is not None:
+        kwargs["gradient_accumulation_steps"] = _accumulation_steps(settings, kwargs, fields)
+    return kwargs
+
+
+def _accumulation_steps(
+    settings: RunSettings, kwargs: Mapping[str, Any], fields: Mapping[str, Any]
+) -> int:
+    prompts = settings.prompts_per_step
+    if not isinstance(prompts, int) or prompts < 1:
+        raise ValueError(f"prompts_per_step must be a positive integer, got {prompts!r}")
+    generations = kwargs.get("num_generations", fields["num_generations"].default)
+    per_device = kwargs.get(
+        "per_device_train_batch_size", fields["per_device_train_batch_size"].default
+    )
+    per_step = per_device * world_size()
+    completions = prompts * generations
+    if completions % per_step:
+        raise ValueError(
+            f"prompts_per_step={prompts} x num_generations={generations} = {completions} "
+            f"completions is not a multiple of per_device_train_batch_size={per_device} x "
+            f"{world_size()} process(es)"
+        )
+    return completions // per_step
+
+
+def build_trainer_config(settings: RunSettings, output_dir: str, reward_weights: Sequence[float]):
+    """The ``CorrGRPOConfig`` of a run (raises ``ValueError`` on a bad option)."""
+    from corrgrpo.integrations.trl import CorrGRPOConfig
+
+    kwargs = trainer_kwargs(settings, reward_weights)
+    return CorrGRPOConfig(output_dir=output_dir, **kwargs)
