@@ -10,9 +10,12 @@ from torch import Tensor
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import register_estimator
 from corrgrpo.estimators.stats import (
+    ComponentStats,
     component_stats,
     finalize,
+    has_nan,
     stabilized_root,
+    total_from_components,
     total_stats,
 )
 
@@ -26,26 +29,30 @@ def correlation_sum(
     *,
     ddof: int = 1,
     corr_weighting: str = "absorbed",
+    weighted_stats: ComponentStats | None = None,
+    scorable_count: Tensor | None = None,
 ) -> Tensor:
     """Q per group slot: sum_j sum_k rho~_jk, in O(N K) as Var_g(sum_k s_k z_k).
 
-    ``corr_weighting="absorbed"`` (the paper): correlations of u_k = w_k r_k, so s_k =
-    sign(w_k) and a zero weight removes the component. ``"weights"``: Q = sum_jk w_j w_k
-    rho~_jk(r), so s_k = w_k. z_k are group z-scores with divisor n - ddof, 0 for
-    zero-variance components (their rows and columns of rho~ are zero, diagonal included).
+    ``corr_weighting="absorbed"`` (the paper): correlations of u_k = w_k r_k, so s_k = 1 for
+    every non-zero weight (z(w r) already carries sign(w)) and a zero weight removes the
+    component. ``"weights"``: Q = sum_jk w_j w_k rho~_jk(r); since z_k(r) = sign(w_k) z_k(u),
+    s_k = |w_k|. z_k are group z-scores of u with divisor n - ddof, 0 for zero-variance
+    components (their rows and columns of rho~ are zero, diagonal included).
+    ``weighted_stats`` / ``scorable_count`` let a caller reuse statistics it already has.
     """
     if corr_weighting == "absorbed":
-        cs = component_stats(rewards * weights, groups, ddof)
-        coef = (weights != 0).to(rewards.dtype)  # z(w r) already carries sign(w)
+        coef = (weights != 0).to(rewards.dtype)
     elif corr_weighting == "weights":
-        cs = component_stats(rewards, groups, ddof)
-        coef = weights
+        coef = weights.abs()
     else:
         raise ValueError(f"corr_weighting must be 'absorbed' or 'weights', got {corr_weighting!r}")
-    s = (cs.standardized(groups) * coef).sum(dim=-1)
+    cs = weighted_stats if weighted_stats is not None else component_stats(rewards * weights, groups, ddof)
+    s = cs.standardized_sum(groups, coef.expand_as(cs.std))
+    if scorable_count is None:
+        scorable_count = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
     # every z column sums to 0 within its group, so Var(s) is the plain sum of squares
-    scorable = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
-    return groups.sum(s * s) / (scorable - ddof).clamp(min=1.0)
+    return groups.sum_of_squares(s) / (scorable_count - ddof).clamp(min=1.0)
 
 
 @register_estimator("corr_grpo")
@@ -87,11 +94,18 @@ def corr_grpo_advantages(
     if guard not in GUARDS:
         raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
     eps = 1e-6 if eps is None else eps
-    tot = total_stats(rewards * weights, groups, ddof)
+    u = rewards * weights
+    cs: ComponentStats | None = None
+    if has_nan(u):
+        tot = total_stats(u, groups, ddof)
+    else:  # one pass over the components serves numerator and denominator
+        cs = component_stats(u, groups, ddof, nan_free=True)
+        tot = total_from_components(u, cs, groups, ddof)
     if not normalize:
         _record(stats, tot, None, None)
         return finalize(tot.centered, tot, groups)
-    q = correlation_sum(rewards, groups, weights, ddof=ddof, corr_weighting=corr_weighting)
+    q = correlation_sum(rewards, groups, weights, ddof=ddof, corr_weighting=corr_weighting,
+                        weighted_stats=cs, scorable_count=tot.count)
     den = stabilized_root(q, eps, stabilizer)
     active = ~tot.singleton & (tot.std > 0)
     triggered = torch.zeros_like(active)

@@ -54,6 +54,10 @@ class Groups:
             slot_sorted = torch.cumsum(starts, 0) - 1
             index = torch.empty_like(slot_sorted)
             index[perm] = slot_sorted
+            # the exact group count costs a host read: free on CPU, avoided on accelerators
+            # (there every per-group tensor keeps N slots, the unused ones empty)
+            if ids.device.type == "cpu" and n > 0:
+                return Groups(index=index, num_slots=int(slot_sorted[-1]) + 1)
             return Groups(index=index, num_slots=max(n, 1))
         labels: dict[Hashable, int] = {}
         try:
@@ -98,6 +102,18 @@ class Groups:
 
     def min(self, x: Tensor) -> Tensor:
         return self._reduce(x, "amin", float("inf"))
+
+    def sum_of_squares(self, x: Tensor) -> Tensor:
+        """Per-slot sum of x**2 (dense: a norm, so no temporary the size of x)."""
+        if self.group_size is not None:
+            return torch.linalg.vector_norm(self._view(x), dim=1).square()
+        return self.sum(x * x)
+
+    def mix_components(self, x: Tensor, per_slot_coef: Tensor) -> Tensor:
+        """sum_k x[..., k] * coef[slot, k] per sample: (N, K) or (B, G, K) -> (N,) or (B, G)."""
+        if self.group_size is not None:
+            return torch.einsum("bgk,bk->bg", self._view(x), per_slot_coef)
+        return (x * self.expand(per_slot_coef)).sum(dim=-1)
 
     def sizes(self, dtype: torch.dtype = torch.float64) -> Tensor:
         """Number of samples in each slot, (num_slots,)."""

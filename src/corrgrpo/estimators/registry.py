@@ -9,6 +9,7 @@ tensors (e.g. guard trigger counts) for diagnostics.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -59,13 +60,18 @@ def list_estimators() -> list[str]:
 
 def estimator_options(name: str) -> dict[str, Any]:
     """Options (beyond the common ones) an estimator accepts, with their defaults."""
-    fn = get_estimator(name)
+    return dict(_options_of(get_estimator(name)))
+
+
+@functools.cache
+def _options_of(fn: EstimatorFn) -> tuple[tuple[str, Any], ...]:
+    # signatures are read once per function: compute_advantages runs every training step
     sig = inspect.signature(fn)
-    return {
-        p.name: p.default
+    return tuple(
+        (p.name, p.default)
         for p in list(sig.parameters.values())[3:]
         if p.kind is p.KEYWORD_ONLY and p.name not in _COMMON
-    }
+    )
 
 
 def check_options(name: str, options: dict[str, Any]) -> None:
@@ -81,5 +87,6 @@ def check_options(name: str, options: dict[str, Any]) -> None:
         )
 
 
+@functools.cache
 def _accepts_kwargs(fn: EstimatorFn) -> bool:
     return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())

@@ -32,10 +32,17 @@ class ComponentStats:
 
     def standardized(self, groups: Groups) -> Tensor:
         """z-scores with the same divisor; 0 for zero-variance or missing entries."""
-        # dividing by inf zeroes constant components in the same pass
-        std = torch.where(self.zero_variance, torch.inf, self.std)
-        z = self.centered / groups.expand(std)
-        return z if self.valid is None else torch.where(self.valid, z, 0.0)
+        # dividing by inf zeroes constant components in the same pass; missing entries are
+        # already 0 in ``centered``
+        return self.centered / groups.expand(self.safe_std())
+
+    def safe_std(self) -> Tensor:
+        """std with zero-variance components set to inf (so that x / std is 0 for them)."""
+        return torch.where(self.zero_variance, torch.inf, self.std)
+
+    def standardized_sum(self, groups: Groups, coef: Tensor) -> Tensor:
+        """sum_k coef_k z_k per sample, without materializing z."""
+        return groups.mix_components(self.centered, coef / self.safe_std())
 
 
 def has_nan(x: Tensor) -> bool:
@@ -44,9 +51,14 @@ def has_nan(x: Tensor) -> bool:
     return x.device.type != "cpu" or bool(torch.isnan(x).any())
 
 
-def component_stats(x: Tensor, groups: Groups, ddof: int = 1) -> ComponentStats:
-    """Moments of each column of ``x`` (N, K) / (B, G, K) within groups, ignoring NaN."""
-    if not has_nan(x):
+def component_stats(
+    x: Tensor, groups: Groups, ddof: int = 1, *, nan_free: bool | None = None
+) -> ComponentStats:
+    """Moments of each column of ``x`` (N, K) / (B, G, K) within groups, ignoring NaN.
+
+    ``nan_free=True`` skips the NaN check when the caller has already made it.
+    """
+    if nan_free if nan_free is not None else not has_nan(x):
         return _component_stats_dense_values(x, groups, ddof)
     valid = ~torch.isnan(x)
     filled = torch.where(valid, x, 0.0)
@@ -68,7 +80,7 @@ def _component_stats_dense_values(x: Tensor, groups: Groups, ddof: int) -> Compo
     centered = x - groups.expand(mean)
     dof = count - ddof
     zero_variance = groups.all_equal(x) | (dof <= 0)
-    std = torch.sqrt(groups.sum(centered * centered) / dof.clamp(min=1.0))
+    std = torch.sqrt(groups.sum_of_squares(centered) / dof.clamp(min=1.0))
     if bool(((std == 0) & ~zero_variance).any()):  # spread too tiny to square: rescale
         std = _robust_std(centered, groups, dof, zero_variance)
     std = torch.where(zero_variance, 0.0, std)
@@ -112,6 +124,28 @@ def total_stats(u: Tensor, groups: Groups, ddof: int = 1) -> TotalStats:
         centered=centered,
         std=s.std[:, 0],
         singleton=s.count[:, 0] <= ddof,
+    )
+
+
+def total_from_components(u: Tensor, cs: ComponentStats, groups: Groups, ddof: int) -> TotalStats:
+    """Total-reward statistics derived from NaN-free component statistics (no second pass).
+
+    C_i = sum_k (u_ik - mean_g u_k) with constant components contributing exactly 0, so a
+    group whose components are all constant has C = 0 exactly.
+    """
+    if cs.valid is not None:
+        raise ValueError("total_from_components needs NaN-free component statistics")
+    centered = groups.mix_components(cs.centered, (~cs.zero_variance).to(u.dtype))
+    count = cs.count[:, 0]
+    dof = (count - ddof).clamp(min=1.0)
+    std = torch.sqrt(groups.sum_of_squares(centered) / dof)
+    return TotalStats(
+        scorable=torch.ones(u.shape[:-1], dtype=torch.bool, device=u.device),
+        total=u.sum(dim=-1),
+        count=count,
+        centered=centered,
+        std=std,
+        singleton=count <= ddof,
     )
 
 
