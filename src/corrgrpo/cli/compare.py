@@ -12,6 +12,7 @@ per-component means, advantage-scale diagnostics and a plain verdict::
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 "output_dir is chosen per run here; use --output-dir for the comparison"
             )
     except (ValueError, TypeError, FileNotFoundError) as error:
-        console.print(f"[red]corrgrpo compare: {error}[/red]")
+        print(f"corrgrpo compare: {error}", file=sys.stderr)
         return 2
     out_dir = (
         Path(args.compare_dir)

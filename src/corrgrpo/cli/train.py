@@ -13,7 +13,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
+
+# corrgrpo's own options; after '--' they would silently become TRL options
+_OWN_OPTIONS = {
+    "recipe",
+    "model",
+    "task",
+    "task_option",
+    "estimator",
+    "estimator_option",
+    "dry_run",
+    "runs_root",
+    "set",
+    "estimators",
+    "seeds",
+}
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -116,7 +132,14 @@ def resolve_settings(args: argparse.Namespace) -> Any:
     passthrough = list(args.trl_options or [])
     if passthrough[:1] == ["--"]:
         passthrough = passthrough[1:]
-    for source in (parse_assignments(args.assignments), parse_passthrough(passthrough)):
+    trl_side = parse_passthrough(passthrough)
+    misplaced = sorted(set(trl_side) & _OWN_OPTIONS)
+    if misplaced:
+        raise ValueError(
+            f"--{misplaced[0].replace('_', '-')} is a corrgrpo option: put it before '--' "
+            "(options after '--' go to TRL)"
+        )
+    for source in (parse_assignments(args.assignments), trl_side):
         run_keys, trainer_keys = split_trainer_options(source)
         flags.update(run_keys)
         trainer.update(trainer_keys)
@@ -195,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(dry_run_report(settings), indent=2, sort_keys=True, default=str))
             return 0
     except (ValueError, TypeError, FileNotFoundError) as error:
-        console.print(f"[red]corrgrpo train: {error}[/red]")
+        print(f"corrgrpo train: {error}", file=sys.stderr)
         return 2
 
     from corrgrpo.training.run import train

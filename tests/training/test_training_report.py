@@ -1,0 +1,77 @@
+"""The compare report: verdict, Pareto front and files, on synthetic finished runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from corrgrpo.training.report import RunSummary, pareto_front, verdict_lines, write_report
+from corrgrpo.training.run_folder import RunFolder, read_metrics
+
+COMPONENTS = ["a", "b"]
+
+
+def fake_run(estimator: str, seed: int, a: float, b: float) -> RunSummary:
+    records = [
+        {
+            "step": step,
+            "reward": a + b + 0.01 * step,
+            "rewards/a/mean": a,
+            "rewards/b/mean": b,
+            "corrgrpo/advantage_abs_mean": 0.5 + 0.1 * seed,
+            "corrgrpo/q_mean": 2.0,
+            "corrgrpo/c_q_mean": 0.8,
+            "corrgrpo/near_singular_groups": 0.0,
+            "corrgrpo/guard_triggers": 0.0,
+            "reward_std": 0.3,
+        }
+        for step in range(1, 6)
+    ]
+    end = {"a": a, "b": b, "total": a + b}
+    return RunSummary(
+        estimator, seed, f"{estimator}-s{seed}", {"a": 0, "b": 0, "total": 0}, end, records, 1.0
+    )
+
+
+def test_training_pareto_front_drops_dominated_vectors() -> None:
+    assert pareto_front({"x": [1, 1], "y": [0.5, 1], "z": [0, 2]}) == ["x", "z"]
+    assert pareto_front({"x": [1, 1], "y": [1, 1]}) == ["x", "y"]  # ties dominate nobody
+
+
+def test_training_verdict_separates_clear_wins_from_noise() -> None:
+    table = {"p": {"a": (0.9, 0.01)}, "q": {"a": (0.8, 0.02)}, "r": {"a": (0.85, 0.2)}}
+    (line,) = verdict_lines(table, ["a"])
+    assert line.startswith("- **a**: p 0.900") and "within seed noise" in line  # r's spread
+    table.pop("r")
+    assert "clear" in verdict_lines(table, ["a"])[0]
+
+
+def test_training_write_report_has_every_section(tmp_path) -> None:
+    runs = [fake_run("corr_grpo", s, 0.9, 0.5 + 0.01 * s) for s in range(2)]
+    runs += [fake_run("grpo", s, 0.7, 0.4) for s in range(2)]
+    report = write_report(tmp_path, runs, COMPONENTS, [1.0, 0.5], title="T", budget="B")
+    text = report.read_text()
+    for section in (
+        "## Final per-component means",
+        "## Which estimator won on what",
+        "## Learning curves",
+        "## Pareto scatter",
+        "## Advantage-scale diagnostics",
+    ):
+        assert section in text
+    assert "Pareto front of the seed-mean component vectors: corr_grpo (" in text
+    assert "- **total**: corr_grpo 1.405" in text
+    for png in ("curves.png", "pareto.png", "diagnostics.png"):
+        assert (tmp_path / png).stat().st_size > 5_000
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["pareto_front"] == ["corr_grpo"]
+    assert results["final"]["grpo"]["a"] == [0.7, 0.0]
+
+
+def test_training_run_folder_round_trips_metrics(tmp_path) -> None:
+    run = RunFolder(tmp_path / "r")
+    run.append_metrics({"step": 1, "reward": float("nan"), "x": 2})
+    assert read_metrics(run.path) == [{"step": 1, "reward": None, "x": 2}]
+    with pytest.raises(FileExistsError, match="already holds"):
+        RunFolder(run.path)
