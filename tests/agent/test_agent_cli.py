@@ -34,7 +34,7 @@ def test_agent_eval_cli_rejects_unknown_suites(capsys) -> None:  # type: ignore[
 
 
 def test_agent_eval_cli_with_a_saved_chat_model(tmp_path, banking_tokenizer) -> None:  # type: ignore[no-untyped-def]
-    from conftest import build_tiny_model
+    from agent_helpers import build_tiny_model
 
     folder = tmp_path / "tiny"
     build_tiny_model(banking_tokenizer).save_pretrained(folder)

@@ -56,7 +56,7 @@ def test_agent_token_rollout_masks_tool_tokens_and_scores_like_the_environment(b
 
 
 def test_agent_two_step_grpo_training_on_cpu(banking_tokenizer, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from conftest import build_tiny_model
+    from agent_helpers import build_tiny_model
 
     from corrgrpo.integrations.trl import CorrGRPOConfig, CorrGRPOTrainer
     from corrgrpo.tasks.base import get_task
