@@ -34,10 +34,8 @@ from typing import Any
 
 BENCHMARKS = ("leetcode", "humaneval", "mbpp", "lcb")
 
-ROW_COLUMNS = (
-    "task_id",
-    "benchmark",
-    "prompt",
+# the columns the code rewards read (TRL hands them to reward functions as keyword arguments)
+SCORING_COLUMNS = (
     "preamble",
     "test",
     "entry_point",
@@ -46,6 +44,7 @@ ROW_COLUMNS = (
     "format_marker",
     "continuation",
 )
+ROW_COLUMNS = ("task_id", "benchmark", "prompt", *SCORING_COLUMNS)
 
 LEETCODE_HUB_NAME = "newfacade/LeetCodeDataset"
 MBPP_HUB_NAME = "google-research-datasets/mbpp"

@@ -12,17 +12,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from corrgrpo.data.code import SCORING_COLUMNS
 from corrgrpo.rewards.code.scoring import COMPONENTS, DEFAULT_WEIGHTS, CodeScore, CodeScorer
-
-SCORING_COLUMNS = (
-    "preamble",
-    "test",
-    "entry_point",
-    "reference",
-    "stdin_tests",
-    "format_marker",
-    "continuation",
-)
 
 _default_scorer: CodeScorer | None = None
 _default_lock = threading.Lock()
