@@ -113,12 +113,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     policy = _policy(args)
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from corrgrpo.utils.progress import progress_bar
 
     start = time.perf_counter()
-    with Progress(
-        TextColumn("[bold]agent[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), disable=args.no_progress, transient=False,
+    with progress_bar(
+        description="[bold]agent[/bold] {task.description}", disable=args.no_progress
     ) as progress:
         bar = progress.add_task(f"{args.policy} on {args.split}", total=len(cases))
         results = run_episodes(

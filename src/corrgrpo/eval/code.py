@@ -162,24 +162,9 @@ def generate_completions(
 
 
 def _progress_bar(enabled: bool) -> Any:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from corrgrpo.utils.progress import progress_bar
 
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        disable=not enabled,
-        transient=False,
-    )
+    return progress_bar(disable=not enabled)
 
 
 def score_in_chunks(

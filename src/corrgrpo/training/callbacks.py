@@ -43,23 +43,10 @@ class RichProgressCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not state.is_world_process_zero:
             return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from corrgrpo.utils.progress import progress_bar
 
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("reward {task.fields[reward]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
+        self._progress = progress_bar(
+            "reward {task.fields[reward]}", description="[bold]{task.description}", console=self.console
         )
         self._progress.start()
         self._task = self._progress.add_task(self.description, total=state.max_steps, reward="-")
