@@ -60,7 +60,8 @@ def test_training_write_report_has_every_section(tmp_path) -> None:
         "## Advantage-scale diagnostics",
     ):
         assert section in text
-    assert "Pareto front of the seed-mean component vectors: corr_grpo (" in text
+    assert "Pareto front of the seed-mean component vectors: corr_grpo." in text
+    assert "grpo (by corr_grpo)" in text
     assert "- **total**: corr_grpo 1.405" in text
     for png in ("curves.png", "pareto.png", "diagnostics.png"):
         assert (tmp_path / png).stat().st_size > 5_000

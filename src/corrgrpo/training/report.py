@@ -79,19 +79,19 @@ def diagnostics_table(runs: Sequence[RunSummary]) -> dict[str, dict[str, float]]
     return out
 
 
+def dominates(q: Sequence[float], p: Sequence[float]) -> bool:
+    """``q`` is at least ``p`` everywhere and larger somewhere."""
+    pairs = list(zip(q, p, strict=True))
+    return all(a >= b for a, b in pairs) and any(a > b for a, b in pairs)
+
+
 def pareto_front(points: dict[str, Sequence[float]]) -> list[str]:
-    """Names whose vector no other vector dominates (>= everywhere, > somewhere)."""
-    front = []
-    for name, p in points.items():
-        dominated = any(
-            all(a >= b for a, b in zip(q, p, strict=True))
-            and any(a > b for a, b in zip(q, p, strict=True))
-            for other, q in points.items()
-            if other != name
-        )
-        if not dominated:
-            front.append(name)
-    return front
+    """Names whose vector no other vector dominates."""
+    return [
+        name
+        for name, p in points.items()
+        if not any(dominates(q, p) for other, q in points.items() if other != name)
+    ]
 
 
 def verdict_lines(
@@ -264,10 +264,20 @@ def write_report(
     )
     lines += ["", "## Which estimator won on what, at this scale", ""]
     lines += verdict_lines(table, metrics)
+    means = {e: [table[e][c][0] for c in components] for e in table}
+    dominated = [
+        f"{e} (by {', '.join(d for d in front if dominates(means[d], means[e]))})"
+        for e in table
+        if e not in front
+    ]
     lines += [
         "",
-        f"Pareto front of the seed-mean component vectors: {', '.join(front)} "
-        f"({'no estimator is dominated' if len(front) == len(table) else 'every other estimator is dominated: one on the front is at least as good on every component'}).",
+        f"Pareto front of the seed-mean component vectors: {', '.join(front)}. "
+        + (
+            f"Dominated (another estimator at least as good on every component): {'; '.join(dominated)}."
+            if dominated
+            else "No estimator is dominated."
+        ),
         "",
         "## Learning curves (training-batch means, seed mean; band = seed min..max)",
         "",
