@@ -46,7 +46,9 @@ class RichProgressCallback(TrainerCallback):
         from corrgrpo.utils.progress import progress_bar
 
         self._progress = progress_bar(
-            "reward {task.fields[reward]}", description="[bold]{task.description}", console=self.console
+            "reward {task.fields[reward]}",
+            description="[bold]{task.description}",
+            console=self.console,
         )
         self._progress.start()
         self._task = self._progress.add_task(self.description, total=state.max_steps, reward="-")
