@@ -158,6 +158,10 @@ def run(args: argparse.Namespace) -> int:
         else Path(base.runs_root)
         / (f"compare-{base.task}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
     )
-    report = compare(base, estimators, seeds, out_dir, console)
+    try:
+        report = compare(base, estimators, seeds, out_dir, console)
+    except FileExistsError as error:  # an earlier comparison's runs: never overwrite them
+        print(f"corrgrpo compare: {error}", file=sys.stderr)
+        return 2
     console.print(f"report: {report}")
     return 0

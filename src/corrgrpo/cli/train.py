@@ -228,7 +228,11 @@ def run(args: argparse.Namespace) -> int:
         f"[bold]corrgrpo train[/bold]: task={settings.task} model={model} "
         f"estimator={settings.estimator} seed={settings.seed}"
     )
-    result = train(settings, console=console)
+    try:
+        result = train(settings, console=console)
+    except FileExistsError as error:  # an earlier run's folder: never overwrite it
+        print(f"corrgrpo train: {error}", file=sys.stderr)
+        return 2
     console.print(summary_table(result))
     console.print(
         f"wall time {result.wall_seconds:.0f}s (training {result.train_seconds:.0f}s); "

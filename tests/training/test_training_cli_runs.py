@@ -1,0 +1,34 @@
+"""`corrgrpo train` and `corrgrpo compare` started as a user starts them, at a few steps."""
+
+from __future__ import annotations
+
+import json
+
+from corrgrpo.cli import main
+
+TINY_BUDGET = ["--max-steps", "2", "--set", "warm_start_steps=5", "--set", "eval_prompts=4"]
+
+
+def test_training_train_command_prints_the_table_and_writes_the_run(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    assert main(["train", "--output-dir", str(out), *TINY_BUDGET]) == 0
+    printed = capsys.readouterr().out
+    for name in ("format", "correct", "brevity", "total", "wall time"):
+        assert name in printed
+    assert len((out / "metrics.jsonl").read_text().splitlines()) >= 2
+    assert (out / "curves.png").exists()
+    # a second run into the same folder is refused instead of mixing metrics
+    assert main(["train", "--output-dir", str(out), *TINY_BUDGET]) == 2
+    assert "already holds metrics.jsonl" in capsys.readouterr().err
+
+
+def test_training_compare_command_writes_the_report(tmp_path, capsys) -> None:
+    out = tmp_path / "cmp"
+    argv = ["compare", "--estimators", "corr_grpo,grpo", "--seeds", "1", "--output-dir", str(out)]
+    assert main([*argv, *TINY_BUDGET]) == 0
+    report = (out / "report.md").read_text()
+    assert "corr_grpo" in report and "grpo" in report and "Pareto front" in report
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["final"]) == {"corr_grpo", "grpo"}
+    assert (out / "corr_grpo-s0" / "summary.json").exists()
+    assert (out / "grpo-s0" / "metrics.jsonl").exists()
