@@ -127,15 +127,21 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
         demos = task.demonstrations(  # type: ignore[attr-defined]
             settings.warm_start_demonstrations, seed=settings.seed
         )
-        result.warm_start_losses = supervised_warm_start(
-            model,
-            tokenizer,
-            demos,
-            steps=steps,
-            batch_size=settings.warm_start_batch_size,
-            learning_rate=settings.warm_start_learning_rate,
-            seed=settings.seed,
-        )
+        from corrgrpo.utils.progress import progress_bar
+
+        bar = progress_bar("loss {task.fields[loss]}", console=console, disable=not progress)
+        with bar:
+            task_id = bar.add_task("warm start", total=steps, loss="-")
+            result.warm_start_losses = supervised_warm_start(
+                model,
+                tokenizer,
+                demos,
+                steps=steps,
+                batch_size=settings.warm_start_batch_size,
+                learning_rate=settings.warm_start_learning_rate,
+                seed=settings.seed,
+                on_step=lambda step, loss: bar.update(task_id, completed=step, loss=f"{loss:.3f}"),
+            )
 
     rows = eval_rows(task, settings)
     max_new = int(config.max_completion_length or 256)
