@@ -134,6 +134,17 @@ def test_training_value_parsing() -> None:
         parse_passthrough(["beta"])
 
 
+def test_training_compare_variants_carry_their_options() -> None:
+    from corrgrpo.cli.compare import parse_estimators
+
+    specs = parse_estimators("corr_grpo, corr_grpo:guard=clip:guard_max_abs=3,gdpo")
+    assert [s.name for s in specs] == ["corr_grpo", "corr_grpo", "gdpo"]
+    assert specs[1].options == {"guard": "clip", "guard_max_abs": 3}
+    assert specs[1].folder == "corr_grpo-guard-clip-guard_max_abs-3"
+    with pytest.raises(ValueError, match="twice"):
+        parse_estimators("grpo,grpo")
+
+
 def test_training_compare_rejects_bad_estimators_and_seeds(capsys) -> None:
     assert main(["compare", "--estimators", "corr_grpo,nope"]) == 2
     assert "nope" in capsys.readouterr().err

@@ -24,11 +24,13 @@ def test_training_train_command_prints_the_table_and_writes_the_run(tmp_path, ca
 
 def test_training_compare_command_writes_the_report(tmp_path, capsys) -> None:
     out = tmp_path / "cmp"
-    argv = ["compare", "--estimators", "corr_grpo,grpo", "--seeds", "1", "--output-dir", str(out)]
+    variants = "corr_grpo:guard=floor,grpo"
+    argv = ["compare", "--estimators", variants, "--seeds", "1", "--output-dir", str(out)]
     assert main([*argv, *TINY_BUDGET]) == 0
     report = (out / "report.md").read_text()
-    assert "corr_grpo" in report and "grpo" in report and "Pareto front" in report
+    assert "corr_grpo:guard=floor" in report and "Pareto front" in report
     results = json.loads((out / "results.json").read_text())
-    assert set(results["final"]) == {"corr_grpo", "grpo"}
-    assert (out / "corr_grpo-s0" / "summary.json").exists()
+    assert set(results["final"]) == {"corr_grpo:guard=floor", "grpo"}
+    config = json.loads((out / "corr_grpo-guard-floor-s0" / "config.json").read_text())
+    assert config["trainer"]["estimator_options"] == {"guard": "floor"}
     assert (out / "grpo-s0" / "metrics.jsonl").exists()

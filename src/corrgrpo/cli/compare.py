@@ -7,13 +7,16 @@ per-component means, advantage-scale diagnostics and a plain verdict::
 
     corrgrpo compare                                  # toy task: corr_grpo, grpo, gdpo x 3 seeds
     corrgrpo compare --estimators corr_grpo,grpo,gdpo,dr_grpo --seeds 5 --max-steps 100
+    corrgrpo compare --estimators corr_grpo,corr_grpo:guard=floor,grpo   # options per variant
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,8 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--estimators",
         default=DEFAULT_ESTIMATORS,
-        help=f"comma-separated estimator names (default {DEFAULT_ESTIMATORS})",
+        help=f"comma-separated estimators, each optionally with options as "
+        f"name:key=value[:key=value] (default {DEFAULT_ESTIMATORS})",
     )
     parser.add_argument(
         "--seeds",
@@ -47,20 +51,40 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_estimators(text: str) -> list[str]:
-    from corrgrpo.estimators import list_estimators
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """One compared variant: ``name`` or ``name:key=value:key=value`` (estimator options)."""
 
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
+    label: str
+    name: str
+    options: dict[str, Any]
+
+    @property
+    def folder(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "-", self.label)
+
+
+def parse_estimators(text: str) -> list[EstimatorSpec]:
+    """Comma-separated variants; ``corr_grpo:guard=floor`` adds estimator options to one."""
+    from corrgrpo.estimators import list_estimators
+    from corrgrpo.training.settings import parse_assignments
+
+    labels = [n.strip() for n in text.split(",") if n.strip()]
+    if not labels:
         raise ValueError("--estimators needs at least one estimator name")
-    if len(set(names)) != len(names):
-        raise ValueError(f"--estimators lists a name twice: {text!r}")
-    unknown = [n for n in names if n not in list_estimators()]
-    if unknown:
-        raise ValueError(
-            f"unknown estimator(s) {', '.join(unknown)}; registered: {', '.join(list_estimators())}"
-        )
-    return names
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"--estimators lists a variant twice: {text!r}")
+    specs = []
+    for label in labels:
+        name, *options = label.split(":")
+        if name not in list_estimators():
+            raise ValueError(
+                f"unknown estimator {name!r}; registered: {', '.join(list_estimators())}"
+            )
+        specs.append(EstimatorSpec(label, name, parse_assignments(options)))
+    if len({spec.folder for spec in specs}) != len(specs):
+        raise ValueError(f"--estimators variants collide as folder names: {text!r}")
+    return specs
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -83,7 +107,11 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def compare(
-    base: Any, estimators: list[str], seeds: list[int], out_dir: Path, console: Any = None
+    base: Any,
+    estimators: list[EstimatorSpec],
+    seeds: list[int],
+    out_dir: Path,
+    console: Any = None,
 ) -> Path:
     """Run every (estimator, seed) with ``base`` settings and write the report; returns its path."""
     from corrgrpo.training.report import RunSummary, write_report
@@ -95,21 +123,22 @@ def compare(
     result = None
     started = time.monotonic()
     total = len(estimators) * len(seeds)
-    for index, (estimator, seed) in enumerate(((e, s) for e in estimators for s in seeds), start=1):
+    for index, (spec, seed) in enumerate(((e, s) for e in estimators for s in seeds), start=1):
         if console is not None:
-            console.print(f"[bold]run {index}/{total}[/bold]: estimator={estimator} seed={seed}")
+            console.print(f"[bold]run {index}/{total}[/bold]: estimator={spec.label} seed={seed}")
         settings = apply_overrides(
             base,
             {
-                "estimator": estimator,
+                "estimator": spec.name,
+                "estimator_options": spec.options,
                 "seed": seed,
-                "output_dir": str(out_dir / f"{estimator}-s{seed}"),
+                "output_dir": str(out_dir / f"{spec.folder}-s{seed}"),
             },
         )
         result = train(settings, console=console)
         summaries.append(
             RunSummary(
-                estimator=estimator,
+                estimator=spec.label,
                 seed=seed,
                 path=str(result.path.relative_to(out_dir)),
                 start=result.start,
@@ -132,7 +161,7 @@ def compare(
         summaries,
         result.components,
         result.weights,
-        title=f"corrgrpo compare: {', '.join(estimators)} on {base.task}",
+        title=f"corrgrpo compare: {', '.join(e.label for e in estimators)} on {base.task}",
         budget=budget,
     )
 

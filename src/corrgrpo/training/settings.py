@@ -130,8 +130,8 @@ def apply_overrides(settings: RunSettings, overrides: Mapping[str, Any]) -> RunS
     for key, value in overrides.items():
         if key not in _SETTINGS_FIELDS:
             raise ValueError(f"unknown run setting {key!r}")
-        if key in ("trainer", "task_options", "tiny_model", "estimator_options") and value:
-            data[key] = {**data[key], **dict(value)}
+        if key in ("trainer", "task_options", "tiny_model", "estimator_options"):
+            data[key] = {**data[key], **dict(value or {})}
         else:
             data[key] = value
     return RunSettings(**data)
