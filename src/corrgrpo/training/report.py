@@ -296,7 +296,7 @@ def write_report(
         lines.append(
             f"| {est} | "
             + " | ".join(
-                f"{row[k]:.4g}"
+                f"{row[k]:.4g}" if math.isfinite(row[k]) else "-"
                 for k in (
                     "corrgrpo/advantage_abs_mean",
                     "corrgrpo/q_mean",
