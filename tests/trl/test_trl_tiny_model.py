@@ -60,3 +60,24 @@ def test_trl_tiny_builder_rejects_bad_options() -> None:
         build_tiny_model_and_tokenizer(hidden_size=30, num_heads=4)
     with pytest.raises(ValueError, match="alphabet"):
         build_tiny_tokenizer("")
+
+
+def test_tiny_chat_template_renders_tool_calls_for_multi_turn_tasks() -> None:
+    from trl.chat_template_utils import supports_tool_calling
+
+    from corrgrpo.models.tiny import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer()
+    assert supports_tool_calling(tokenizer)
+    text = tokenizer.apply_chat_template(
+        [
+            {"role": "user", "content": "pay"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "send_money", "arguments": {"amount": 5}}}
+            ]},
+            {"role": "tool", "name": "send_money", "content": "done"},
+        ],
+        tokenize=False,
+    )
+    assert '<tool_call>\n{"name": "send_money", "arguments": {"amount": 5}}\n</tool_call>' in text
+    assert "<tool_response>\ndone\n</tool_response>" in text

@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         result = train(settings, console=console)
-    except FileExistsError as error:  # an earlier run's folder: never overwrite it
+    except (FileExistsError, ValueError) as error:  # e.g. an earlier run's folder, a bad option
         print(f"corrgrpo train: {error}", file=sys.stderr)
         return 2
     console.print(summary_table(result))

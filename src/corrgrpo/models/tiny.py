@@ -31,12 +31,20 @@ IM_END = "<|im_end|>"
 SPECIAL_TOKENS: tuple[str, ...] = (PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, IM_START, IM_END)
 
 # ChatML-style template; the end-of-turn marker doubles as EOS so generation stops after a turn.
-# The {% generation %} markers let SFT trainers compute an assistant-only loss mask.
+# The {% generation %} markers let SFT trainers compute an assistant-only loss mask. Tool calls
+# render Hermes-style (<tool_call>{"name": ..., "arguments": ...}</tool_call>) and tool results
+# as <tool_response> user turns, so multi-turn tool tasks (the agent task) run on it too.
 TINY_CHAT_TEMPLATE: str = (
     "{% for message in messages %}"
     "{% if message['role'] == 'assistant' %}"
-    "{{ '<|im_start|>assistant\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}"
-    "{% endgeneration %}{{ '\n' }}"
+    "{{ '<|im_start|>assistant\n' }}{% generation %}{{ message['content'] or '' }}"
+    "{% if message.tool_calls %}{% for call in message.tool_calls %}"
+    "{{ '\n<tool_call>\n{\"name\": \"' + call['function']['name'] + '\", \"arguments\": ' }}"
+    "{{ call['function']['arguments'] | tojson }}{{ '}\n</tool_call>' }}"
+    "{% endfor %}{% endif %}"
+    "{{ '<|im_end|>' }}{% endgeneration %}{{ '\n' }}"
+    "{% elif message['role'] == 'tool' %}"
+    "{{ '<|im_start|>user\n<tool_response>\n' + message['content'] + '\n</tool_response><|im_end|>\n' }}"
     "{% else %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
     "{% endif %}"

@@ -175,6 +175,7 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
+        **task.trainer_kwargs(),  # e.g. the agent task's multi-turn rollout
     )
     trainer.remove_callback(PrinterCallback)  # raw log dicts would interleave with the bar
     trainer.remove_callback(ProgressCallback)
