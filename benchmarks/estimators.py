@@ -69,13 +69,13 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     dense_ms: dict[str, float] = {}
+    f64, w64 = flat.double(), w.double()
     for est in corrgrpo.list_estimators():
         td = median_time(lambda est=est: corrgrpo.compute_advantages(dense, est, weights=w), args.repeats)
         tr = median_time(lambda est=est: corrgrpo.compute_advantages(flat, est, group_index=ragged, weights=w), args.repeats)
         loop = LOOP_ESTIMATORS.get(est)
         tl = float("nan")
         if loop is not None:
-            f64, w64 = flat.double(), w.double()
             tl = median_time(lambda loop=loop: loop(f64, dense_ids, w64), args.loop_repeats)
         dense_ms[est] = td
         print(f"{est:<11} {td * 1e3:>9.2f} {tr * 1e3:>10.2f} {tl * 1e3:>9.1f} {tr / td:>13.2f} {tl / td:>11.0f}")
