@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from corrgrpo.diagnostics import Diagnosis, diagnose
+from corrgrpo.utils.jsonl import read_jsonl
 
 GROUP_KEYS = ("group", "group_id", "uid", "prompt_id", "index")
 NOT_COMPONENTS = {"step", "advantage", "advantages", "reward", "total", "score", "seed"}
@@ -39,14 +40,7 @@ def load_reward_table(
 
             rows.extend(pd.read_parquet(path).to_dict(orient="records"))
         else:
-            with path.open() as f:
-                for line_no, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as err:
-                        raise ValueError(f"{path}:{line_no}: not valid JSON ({err.msg})") from None
+            rows.extend(read_jsonl(path, objects_only=True))
     if not rows:
         raise ValueError(f"no rows found in {', '.join(map(str, paths))}")
     if group_size is not None:

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.utils.jsonl import iter_jsonl as parse_jsonl_lines
+
 BENCHMARKS = ("leetcode", "humaneval", "mbpp", "lcb")
 
 # the columns the code rewards read (TRL hands them to reward functions as keyword arguments)
@@ -91,15 +93,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
             if not isinstance(data, list):
                 raise ValueError(f"{path}: expected a JSON list of records")
             return [dict(r) for r in data]
-        records = []
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: invalid JSON ({err.msg})") from err
-        return records
+        return list(parse_jsonl_lines(handle, path))
 
 
 _DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet")

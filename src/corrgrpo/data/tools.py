@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.utils.jsonl import read_jsonl
+
 Row = dict[str, Any]
 
 _FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
@@ -37,15 +39,7 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
 
         return pq.read_table(path).to_pylist()
     if suffix == ".jsonl":
-        records = []
-        with path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError as err:
-                        raise ValueError(f"{path}:{n}: invalid JSON line: {err}") from err
-        return records
+        return read_jsonl(path)
     if suffix == ".json":
         with path.open(encoding="utf-8") as fh:
             data = json.load(fh)

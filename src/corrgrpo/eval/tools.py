@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.utils.jsonl import read_jsonl
+
 _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
 
 
@@ -67,14 +69,7 @@ def _completion_of(record: Any, line_no: int, path: str) -> str:
 
 def read_predictions(path: str | Path, rows: Sequence[dict[str, Any]]) -> list[str]:
     """Completions aligned to ``rows``: by ``index`` when every line has one, else by order."""
-    records: list[Any] = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise ValueError(f"{path}:{n}: invalid JSON: {err}") from err
+    records: list[Any] = read_jsonl(path)
     completions = [_completion_of(r, n, str(path)) for n, r in enumerate(records, start=1)]
     row_ids = [row.get("index") for row in rows]
     indexed = bool(records) and all(isinstance(r, dict) and "index" in r for r in records)

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.utils.jsonl import iter_jsonl
+
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -78,13 +80,4 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
     with path.open() as fh:
-        for line_number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{line_number}: not a JSON line ({error})") from error
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{line_number}: expected a JSON object")
-            yield record
+        yield from iter_jsonl(fh, path, objects_only=True)

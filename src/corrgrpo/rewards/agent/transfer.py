@@ -30,21 +30,11 @@ from typing import Any
 from corrgrpo.rewards.agent.metrics import joint_accuracy
 from corrgrpo.rewards.agent.policies import AgentPolicy
 from corrgrpo.rewards.agent.toolcalls import format_tool_call, parse_tool_calls
+from corrgrpo.utils.jsonl import read_jsonl
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: not JSON ({err})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{number}: expected a JSON object")
-        rows.append(row)
-    return rows
+    return read_jsonl(path, objects_only=True)
 
 
 def _require(row: dict[str, Any], keys: Iterable[str], where: str) -> None:

@@ -1,0 +1,32 @@
+"""JSON Lines reading with errors that name the file and line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+
+def iter_jsonl(lines: Iterable[str], source: str | Path, *, objects_only: bool = False) -> Iterator[Any]:
+    """Parse each non-blank line; ``ValueError("<source>:<line>: not valid JSON (...)")`` otherwise.
+
+    ``lines`` is any iterable of text lines (an open file, a gzip handle); with
+    ``objects_only`` every record must be a JSON object.
+    """
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{source}:{number}: not valid JSON ({err.msg})") from None
+        if objects_only and not isinstance(record, dict):
+            raise ValueError(f"{source}:{number}: expected a JSON object, got {type(record).__name__}")
+        yield record
+
+
+def read_jsonl(path: str | Path, *, objects_only: bool = False) -> list[Any]:
+    """All records of a JSON Lines file."""
+    with Path(path).open(encoding="utf-8") as handle:
+        return list(iter_jsonl(handle, path, objects_only=objects_only))
