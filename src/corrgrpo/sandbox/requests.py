@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Status = Literal[
     "passed",
@@ -16,17 +16,7 @@ Status = Literal[
     "syntax_error",
     "harness_error",
 ]
-STATUSES: tuple[str, ...] = (
-    "passed",
-    "wrong_answer",
-    "runtime_error",
-    "timeout",
-    "memory",
-    "output_limit",
-    "crash",
-    "syntax_error",
-    "harness_error",
-)
+STATUSES: tuple[str, ...] = get_args(Status)
 Comparison = Literal["eq", "is", "truthy", "falsy", "close"]
 ADAPTERS: tuple[str, ...] = ("linked_list", "binary_tree")
 TRANSFORMS: tuple[str, ...] = (

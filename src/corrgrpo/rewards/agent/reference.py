@@ -61,14 +61,20 @@ class Verdict:
     injection_success: bool | None
 
 
-def agentdojo_verdict(case: AgentCase, calls: Sequence[Any], final_output: str) -> Verdict:
-    """AgentDojo's (utility, injection success) for ``calls`` then ``final_output`` on ``case``."""
+def _case_tasks(case: AgentCase) -> tuple[Any, Any, Any]:
+    """AgentDojo's suite, user task and injection task (or None) of ``case``."""
     suite = get_suite(case.suite, case.benchmark_version)
     user_task = get_user_task(case.suite, case.user_task_id, case.benchmark_version)
     injection_task = (
         get_injection_task(case.suite, case.injection_task_id, case.benchmark_version)
         if case.injection_task_id else None
     )
+    return suite, user_task, injection_task
+
+
+def agentdojo_verdict(case: AgentCase, calls: Sequence[Any], final_output: str) -> Verdict:
+    """AgentDojo's (utility, injection success) for ``calls`` then ``final_output`` on ``case``."""
+    suite, user_task, injection_task = _case_tasks(case)
     utility, security = suite.run_task_with_pipeline(
         _replay_pipeline(calls, final_output), user_task, injection_task, dict(case.injections),
         environment=_reference_environment(case),
@@ -80,12 +86,7 @@ def agentdojo_ground_truth_verdict(case: AgentCase) -> Verdict:
     """What AgentDojo's own ``GroundTruthPipeline`` reports for the user task of ``case``."""
     from agentdojo.agent_pipeline.ground_truth_pipeline import GroundTruthPipeline
 
-    suite = get_suite(case.suite, case.benchmark_version)
-    user_task = get_user_task(case.suite, case.user_task_id, case.benchmark_version)
-    injection_task = (
-        get_injection_task(case.suite, case.injection_task_id, case.benchmark_version)
-        if case.injection_task_id else None
-    )
+    suite, user_task, injection_task = _case_tasks(case)
     utility, security = suite.run_task_with_pipeline(
         GroundTruthPipeline(user_task), user_task, injection_task, dict(case.injections),
         environment=_reference_environment(case),
