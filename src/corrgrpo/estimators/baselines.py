@@ -13,6 +13,7 @@ from corrgrpo.estimators.stats import (
     component_stats,
     finalize,
     group_variance,
+    record_singletons,
     stabilized_root,
     total_stats,
 )
@@ -37,7 +38,7 @@ def grpo_advantages(
     eps = 1e-4 if eps is None else eps
     tot = total_stats(rewards * weights, groups, ddof)
     adv = tot.centered / (groups.expand(tot.std) + eps)
-    _record_common(stats, tot)
+    record_singletons(stats, tot)
     return finalize(adv, tot, groups)
 
 
@@ -57,7 +58,7 @@ def dr_grpo_advantages(
     Singleton groups and all-NaN samples get 0.
     """
     tot = total_stats(rewards * weights, groups, ddof)
-    _record_common(stats, tot)
+    record_singletons(stats, tot)
     return finalize(tot.centered, tot, groups)
 
 
@@ -87,7 +88,7 @@ def mo_grpo_advantages(
     eps = 1e-4 if eps is None else eps
     tot = total_stats(rewards, groups, ddof)
     adv = (group_zscores(rewards, groups, eps, ddof) * weights).sum(dim=-1)
-    _record_common(stats, tot)
+    record_singletons(stats, tot)
     return finalize(adv, tot, groups)
 
 
@@ -112,7 +113,7 @@ def gdpo_advantages(
     s, rows, tot = _gdpo_scores(rewards, groups, weights, eps, ddof)
     batch_std = _batch_std(s, rows, ddof)
     adv = (s - _batch_mean(s, rows)) / (batch_std + eps)
-    _record_common(stats, tot)
+    record_singletons(stats, tot)
     return finalize(adv, tot, groups)
 
 
@@ -144,7 +145,7 @@ def gdpo_corr_advantages(
     z = component_stats(masked, batch, ddof).standardized(batch)
     q = group_variance(z.sum(dim=-1), flat_rows, batch, ddof)[0]
     adv = (s - _batch_mean(s, rows)) / stabilized_root(q, corr_eps, stabilizer)
-    _record_common(stats, tot)
+    record_singletons(stats, tot)
     if stats is not None:
         stats["batch_q"] = q
     return finalize(adv, tot, groups)
@@ -169,9 +170,3 @@ def _batch_std(x: Tensor, rows: Tensor, ddof: int) -> Tensor:
     dev = torch.where(rows, x - _batch_mean(x, rows), 0.0)
     var = (dev * dev).sum() / (n - ddof).clamp(min=1)
     return torch.where(n > ddof, torch.sqrt(var), torch.zeros_like(var))
-
-
-def _record_common(stats: dict[str, Any] | None, tot: Any) -> None:
-    if stats is not None:
-        # empty slots count as singletons in the mask; count only slots that hold samples
-        stats["singleton_groups"] = (tot.singleton & (tot.count > 0)).sum()

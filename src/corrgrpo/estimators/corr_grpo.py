@@ -14,6 +14,7 @@ from corrgrpo.estimators.stats import (
     component_stats,
     finalize,
     has_nan,
+    record_singletons,
     stabilized_root,
     total_from_components,
     total_stats,
@@ -102,7 +103,7 @@ def corr_grpo_advantages(
         cs = component_stats(u, groups, ddof, nan_free=True)
         tot = total_from_components(u, cs, groups, ddof)
     if not normalize:
-        _record(stats, tot, None, None)
+        record_singletons(stats, tot)
         return finalize(tot.centered, tot, groups)
     q = correlation_sum(rewards, groups, weights, ddof=ddof, corr_weighting=corr_weighting,
                         weighted_stats=cs, scorable_count=tot.count)
@@ -124,11 +125,9 @@ def corr_grpo_advantages(
     return finalize(adv, tot, groups)
 
 
-def _record(stats: dict[str, Any] | None, tot: Any, q: Tensor | None, triggered: Tensor | None) -> None:
+def _record(stats: dict[str, Any] | None, tot: Any, q: Tensor, triggered: Tensor) -> None:
     if stats is None:
         return
-    stats["singleton_groups"] = (tot.singleton & (tot.count > 0)).sum()
-    if q is not None:
-        stats["q"] = q
-    if triggered is not None:
-        stats["guard_triggers"] = triggered.sum()
+    record_singletons(stats, tot)
+    stats["q"] = q
+    stats["guard_triggers"] = triggered.sum()

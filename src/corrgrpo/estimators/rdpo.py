@@ -9,7 +9,7 @@ from torch import Tensor
 
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import register_estimator
-from corrgrpo.estimators.stats import component_stats, finalize, total_stats
+from corrgrpo.estimators.stats import component_stats, finalize, record_singletons, total_stats
 
 
 def group_quantile_scores(rewards: Tensor, groups: Groups) -> Tensor:
@@ -83,6 +83,5 @@ def rdpo_advantages(
     whiten = evecs @ torch.diag_embed(evals.clamp(min=eps).rsqrt()) @ evecs.transpose(1, 2)
     white = torch.einsum("nkj,nj->nk", whiten[groups.index], dev) * groups.expand(active)
     adv = (white * weights).sum(dim=1)
-    if stats is not None:
-        stats["singleton_groups"] = (tot.singleton & (tot.count > 0)).sum()
+    record_singletons(stats, tot)
     return finalize(adv, tot, groups).reshape(out_shape)

@@ -8,6 +8,7 @@ group iff max == min over that group's valid raw values (exact, never a toleranc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -147,6 +148,12 @@ def total_from_components(u: Tensor, cs: ComponentStats, groups: Groups, ddof: i
         std=std,
         singleton=count <= ddof,
     )
+
+
+def record_singletons(stats: dict[str, Any] | None, tot: TotalStats) -> None:
+    """Write the number of singleton groups to ``stats`` (empty slots are not groups)."""
+    if stats is not None:
+        stats["singleton_groups"] = (tot.singleton & (tot.count > 0)).sum()
 
 
 def finalize(adv: Tensor, tot: TotalStats, groups: Groups) -> Tensor:
