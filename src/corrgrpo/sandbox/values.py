@@ -182,28 +182,24 @@ class Opaque:
         return f"<opaque {self.type_name}{suffix}>"
 
 
-class LinkedListValue(tuple):
+class _StructureValue(tuple):
+    """Values read out of a returned data structure; equal only to the same kind of structure."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, type(self)) and tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__
+
+
+class LinkedListValue(_StructureValue):
     """Node values of a returned linked list (compared only with other linked lists)."""
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LinkedListValue) and tuple.__eq__(self, other)
 
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = tuple.__hash__
-
-
-class BinaryTreeValue(tuple):
+class BinaryTreeValue(_StructureValue):
     """Level-order node values of a returned binary tree (trailing ``None`` removed)."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, BinaryTreeValue) and tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    __hash__ = tuple.__hash__
 
 
 class DecodeError(ValueError):
