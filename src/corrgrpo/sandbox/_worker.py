@@ -458,7 +458,9 @@ def main(argv: list[str]) -> int:
                 sc.enter_user_namespace(config["outer_uid"], config["outer_gid"])
                 ready["user_namespace"] = True
 
-            setup_worker_namespaces(config["hidden_paths"], config["exposed_paths"])
+            setup_worker_namespaces(
+                exposed_paths=config["exposed_paths"], hidden_paths=config["hidden_paths"]
+            )
             ready["isolated"] = True
         else:
             # Orphans of a run become this process's children, so they can be reaped.

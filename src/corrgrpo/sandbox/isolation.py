@@ -1,13 +1,19 @@
 """Namespaces and the filesystem view that sandboxed programs see.
 
 A worker (zygote) enters, once, a new network namespace (no interfaces up: nothing is
-reachable, not even the host's loopback), UTS and IPC namespaces and a mount namespace in which:
+reachable, not even the host's loopback), UTS and IPC namespaces and a mount namespace whose
+root is a fresh tmpfs holding only an allowlist:
 
-- every mount is read-only, nosuid and nodev;
-- ``hidden_paths`` (home directories, the project tree, ``/mnt``, ``/srv``, ``/sys`` ...) are
-  covered by empty tmpfs, so data files with expected answers and secrets are out of reach;
-- ``exposed_paths`` under a hidden path (the interpreter's prefix, selected site-packages
-  entries) are bind-mounted back, read-only, so imports keep working.
+- ``exposed_paths`` (the system directories ``/usr``, ``/etc``, ``/bin``, ``/lib*``, the
+  interpreter's prefix and standard library, and the allowed third-party packages) are
+  bind-mounted in read-only, nosuid and nodev; everything else on the host (home directories,
+  the project tree, datasets wherever they live, other mounts) is simply absent;
+- ``hidden_paths`` inside an exposed path (other Python environments' package directories under
+  ``/usr``) are covered by empty tmpfs, and allowed packages inside them come back;
+- ``/dev`` holds only null, zero, full, random and urandom.
+
+The most specific rule wins: a path is visible exactly when its nearest ancestor among
+``exposed_paths`` and ``hidden_paths`` is an exposed one.
 
 Each run then adds, in the run's own mount, PID and IPC namespaces, a fresh ``/tmp`` and
 ``/dev/shm`` tmpfs and a ``/proc`` that shows only the run's processes.
@@ -15,6 +21,7 @@ Each run then adds, in the run's own mount, PID and IPC namespaces, a fresh ``/t
 
 from __future__ import annotations
 
+import glob
 import os
 import site
 import sys
@@ -23,20 +30,7 @@ from collections.abc import Iterable
 
 from corrgrpo.sandbox import _syscalls as sc
 
-DEFAULT_HIDDEN_PATHS = (
-    "/root",
-    "/home",
-    "/work",
-    "/mnt",
-    "/srv",
-    "/opt",
-    "/media",
-    "/var",
-    "/run",
-    "/sys",
-    "/boot",
-    "/lost+found",
-)
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEFAULT_ALLOWED_PACKAGES = (
     "numpy",
     "numpy.libs",
@@ -46,22 +40,34 @@ DEFAULT_ALLOWED_PACKAGES = (
 )
 DEVICES = ("null", "zero", "full", "random", "urandom")
 TMPFS_OPTIONS = "size=64m,nr_inodes=4096,mode=1777"
+_ROOT_OPTIONS = "size=1m,nr_inodes=4096,mode=755"
 
 
 def _is_under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def default_exposed_paths(allowed_packages: Iterable[str] = DEFAULT_ALLOWED_PACKAGES) -> list[str]:
-    """The interpreter's standard library and the allowed third-party packages."""
-    import glob
+def _site_dirs() -> set[str]:
+    """Every directory this interpreter, or a system Python, installs third-party packages in."""
+    dirs = set(site.getsitepackages()) if hasattr(site, "getsitepackages") else set()
+    if hasattr(site, "getusersitepackages"):
+        dirs.add(site.getusersitepackages())
+    dirs.update(p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")))
+    for prefix in ("/usr", "/usr/local", sys.base_prefix, sys.prefix):
+        dirs.update(glob.glob(f"{prefix}/lib/python3*/site-packages"))
+        dirs.update(glob.glob(f"{prefix}/lib/python3*/dist-packages"))
+        dirs.update(glob.glob(f"{prefix}/lib/python3/dist-packages"))
+    return {os.path.realpath(d) for d in dirs if os.path.isdir(d)}
 
-    paths = {os.path.realpath(sys.base_prefix)}
+
+def default_exposed_paths(allowed_packages: Iterable[str] = DEFAULT_ALLOWED_PACKAGES) -> list[str]:
+    """System directories, the interpreter's prefix and standard library, the allowed packages."""
+    paths = {p for p in SYSTEM_PATHS if os.path.lexists(p)}
+    paths.add(os.path.realpath(sys.base_prefix))
     stdlib = sysconfig.get_paths().get("stdlib")
     if stdlib:
         paths.add(os.path.realpath(stdlib))
-    site_dirs = set(site.getsitepackages()) if hasattr(site, "getsitepackages") else set()
-    for directory in site_dirs:
+    for directory in _site_dirs():
         for pattern in allowed_packages:
             paths.update(
                 os.path.realpath(match) for match in glob.glob(os.path.join(directory, pattern))
@@ -69,64 +75,110 @@ def default_exposed_paths(allowed_packages: Iterable[str] = DEFAULT_ALLOWED_PACK
     return sorted(paths)
 
 
-def setup_worker_namespaces(hidden_paths: Iterable[str], exposed_paths: Iterable[str]) -> None:
-    """Enter the worker's namespaces and build the read-only, filtered filesystem view."""
+def default_hidden_paths() -> list[str]:
+    """Package directories (site-packages, dist-packages): hidden even under an exposed path."""
+    return sorted(_site_dirs())
+
+
+def _nearest_rule(path: str, rules: dict[str, str]) -> str | None:
+    ancestors = [p for p in rules if p != path and _is_under(path, p)]
+    return rules[max(ancestors, key=len)] if ancestors else None
+
+
+def plan_filesystem_view(
+    exposed_paths: Iterable[str], hidden_paths: Iterable[str]
+) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The mounts that build the view, in order: ``[("bind" | "hide", path)]``, and symlinks.
+
+    Paths are resolved on the host. An exposed path that is itself a symlink (``/bin`` ->
+    ``usr/bin``) is recreated as the same link, and its target is exposed instead. Rules are
+    applied shallowest first, and a rule is dropped when its nearest ancestor rule already has
+    the same effect, so the nearest rule decides what a path shows.
+    """
+    links: dict[str, str] = {}
+    rules: dict[str, str] = {}
+    for raw in exposed_paths:
+        path = os.path.abspath(raw)
+        if not os.path.lexists(path):
+            continue
+        if os.path.islink(path) and os.path.realpath(os.path.dirname(path)) == os.path.dirname(
+            path
+        ):
+            links[path] = os.readlink(path)
+        target = os.path.realpath(path)
+        if target != "/" and os.path.exists(target):
+            rules[target] = "bind"
+    for raw in hidden_paths:
+        path = os.path.realpath(raw)
+        if path != "/" and os.path.isdir(path):
+            rules.setdefault(path, "hide")  # exposing a path explicitly beats a default hide
+    steps: list[tuple[str, str]] = []
+    for path in sorted(rules, key=lambda p: (p.count("/"), p)):
+        nearest = _nearest_rule(path, rules)
+        if rules[path] == "bind" and nearest != "bind":
+            steps.append(("bind", path))
+        elif rules[path] == "hide" and nearest == "bind":
+            steps.append(("hide", path))
+    links = {link: target for link, target in links.items() if _nearest_rule(link, rules) is None}
+    return steps, links
+
+
+def _make_mountpoint(source: str, target: str) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            open(target, "w").close()
+
+
+def setup_worker_namespaces(exposed_paths: Iterable[str], hidden_paths: Iterable[str]) -> None:
+    """Enter the worker's namespaces and switch to the read-only, allowlisted root."""
+    steps, links = plan_filesystem_view(exposed_paths, hidden_paths)
     sc.unshare(sc.CLONE_NEWNS | sc.CLONE_NEWNET | sc.CLONE_NEWUTS | sc.CLONE_NEWIPC)
     sc.sethostname("sandbox")
     sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
-    hidden = [os.path.realpath(p) for p in hidden_paths if os.path.isdir(p)]
-    hidden = [
-        p
-        for p in hidden
-        if p != "/" and not any(_is_under(p, other) and p != other for other in hidden)
-    ]
-    exposed = [os.path.realpath(p) for p in exposed_paths if os.path.exists(p)]
-    exposed = [p for p in exposed if any(_is_under(p, root) for root in hidden)]
-    # Stage the paths to keep on a private tmpfs before the tmpfs covers hide them.
-    staging = "/tmp"
-    sc.mount("tmpfs", staging, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=1m,mode=700")
-    staged: list[tuple[str, str]] = []
-    for number, path in enumerate(sorted(set(exposed))):
-        holder = os.path.join(staging, f"keep{number}")
-        if os.path.isdir(path):
-            os.mkdir(holder)
-        else:
-            open(holder, "w").close()
-        sc.mount(path, holder, None, sc.MS_BIND | sc.MS_REC)
-        staged.append((holder, path))
-    devices: list[tuple[str, str]] = []
-    for name in DEVICES:
-        holder = os.path.join(staging, f"dev-{name}")
-        if os.path.exists(f"/dev/{name}"):
-            open(holder, "w").close()
-            sc.mount(f"/dev/{name}", holder, None, sc.MS_BIND)
-            devices.append((holder, f"/dev/{name}"))
-    for path in hidden:
-        sc.mount("tmpfs", path, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=1m,mode=755")
+    # The new root is built on a tmpfs over /tmp (in this mount namespace only); the host tree
+    # stays in place until the switch, so every bind reads straight from it.
+    root = "/tmp"
+    sc.mount("tmpfs", root, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, _ROOT_OPTIONS)
+    for kind, path in steps:
+        target = root + path
+        if kind == "bind":
+            _make_mountpoint(path, target)
+            sc.mount(path, target, None, sc.MS_BIND | sc.MS_REC)
+        elif os.path.isdir(target):
+            sc.mount("tmpfs", target, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=1m,mode=755")
     # A minimal /dev: the host's device nodes (disks, kmsg, ttys) stay out of sight.
-    sc.mount("tmpfs", "/dev", "tmpfs", sc.MS_NOSUID, "size=1m,mode=755")
-    for holder, path in devices:
-        open(path, "w").close()
-        sc.mount(holder, path, None, sc.MS_MOVE)
-    os.mkdir("/dev/shm", 0o1777)
+    os.makedirs(root + "/dev", exist_ok=True)
+    sc.mount("tmpfs", root + "/dev", "tmpfs", sc.MS_NOSUID, "size=1m,mode=755")
+    devices = [name for name in DEVICES if os.path.exists(f"/dev/{name}")]
+    for name in devices:
+        open(f"{root}/dev/{name}", "w").close()
+        sc.mount(f"/dev/{name}", f"{root}/dev/{name}", None, sc.MS_BIND)
+    os.mkdir(root + "/dev/shm", 0o1777)
     for link, target in (
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),
         ("stdout", "/proc/self/fd/1"),
         ("stderr", "/proc/self/fd/2"),
     ):
-        os.symlink(target, f"/dev/{link}")
-    for holder, path in staged:
-        if os.path.isdir(holder):
-            os.makedirs(path, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            open(path, "w").close()
-        sc.mount(holder, path, None, sc.MS_MOVE)
-    sc.mount("tmpfs", staging, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=1m,mode=755")
+        os.symlink(target, f"{root}/dev/{link}")
+    # The worker reads its runs' CPU time from /proc; each run mounts its own /proc over it.
+    os.makedirs(root + "/proc", exist_ok=True)
+    sc.mount("/proc", root + "/proc", None, sc.MS_BIND | sc.MS_REC)
+    os.makedirs(root + "/tmp", exist_ok=True)
+    os.chmod(root + "/tmp", 0o1777)
+    # Links last: nothing above may walk through one (an absolute link points at the host).
+    for link, target in links.items():
+        os.makedirs(os.path.dirname(root + link), exist_ok=True)
+        os.symlink(target, root + link)
+    sc.switch_root(root)
     sc.make_tree_readonly("/")
-    for _, path in devices:  # the only mounts where device nodes may be opened
-        sc.mount(None, path, None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | sc.MS_NOSUID)
+    for name in devices:  # the only mounts where device nodes may be opened
+        sc.mount(
+            None, f"/dev/{name}", None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | sc.MS_NOSUID
+        )
 
 
 def setup_run_mounts() -> None:

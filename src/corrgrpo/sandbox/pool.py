@@ -26,8 +26,8 @@ from corrgrpo.sandbox.cgroups import (
 )
 from corrgrpo.sandbox.isolation import (
     DEFAULT_ALLOWED_PACKAGES,
-    DEFAULT_HIDDEN_PATHS,
     default_exposed_paths,
+    default_hidden_paths,
 )
 from corrgrpo.sandbox.judge import RawRun, judge
 from corrgrpo.sandbox.requests import ExecutionRequest, ExecutionResult
@@ -296,7 +296,7 @@ class SandboxPool:
         workers: int | None = None,
         *,
         isolation: str = "auto",
-        hidden_paths: Iterable[str] = DEFAULT_HIDDEN_PATHS,
+        hidden_paths: Iterable[str] | None = None,
         exposed_paths: Iterable[str] | None = None,
         allowed_packages: Iterable[str] = DEFAULT_ALLOWED_PACKAGES,
         user_namespace: bool | None = None,
@@ -330,6 +330,7 @@ class SandboxPool:
             if exposed_paths is not None
             else default_exposed_paths(allowed_packages)
         )
+        hidden = list(hidden_paths) if hidden_paths is not None else default_hidden_paths()
         self._idle: queue.Queue[_WorkerProcess] = queue.Queue()
         self._workers: list[_WorkerProcess] = []
         self._lock = threading.Lock()
@@ -340,7 +341,7 @@ class SandboxPool:
         try:
             for index in range(self.size):
                 worker = _WorkerProcess(
-                    index, isolation, list(hidden_paths), exposed, token, self.user_namespace
+                    index, isolation, hidden, exposed, token, self.user_namespace
                 )
                 self._workers.append(worker)
                 self._idle.put(worker)
