@@ -105,3 +105,34 @@ def test_nan_components_never_produce_nan(r: torch.Tensor, est: str) -> None:
     assert torch.isfinite(out).all()
     all_nan = torch.isnan(r).all(dim=2)
     assert bool((out[all_nan] == 0).all())
+
+
+@settings(max_examples=40, deadline=None)
+@given(r=dense_rewards(), est=st.sampled_from(ESTIMATORS), w=weights_st)
+def test_input_is_never_modified(r: torch.Tensor, est: str, w: list[float]) -> None:
+    # float64 input reaches the estimators without a copy: in-place work must not touch it
+    before = r.clone()
+    corrgrpo.compute_advantages(r, est, weights=w[: r.shape[-1]])
+    corrgrpo.compute_advantages(r.reshape(-1, r.shape[-1]), est, weights=w[: r.shape[-1]],
+                                group_index=torch.arange(r.shape[0]).repeat_interleave(r.shape[1]))
+    assert torch.equal(r, before)
+
+
+@settings(max_examples=40, deadline=None)
+@given(r=dense_rewards(), w=weights_st)
+def test_scaled_statistics_equal_statistics_of_the_scaled_input(r: torch.Tensor, w: list[float]) -> None:
+    from corrgrpo.estimators.stats import component_stats
+
+    b, g, k = r.shape
+    scale = torch.tensor(w[:k], dtype=torch.float64)
+    for groups, x in ((Groups.dense(b, g), r), (Groups.dense(b, g).scattered(), r.reshape(-1, k))):
+        fused = component_stats(x, groups, scale=scale)
+        plain = component_stats(x * scale, groups)
+        assert torch.equal(fused.zero_variance, plain.zero_variance)
+        torch.testing.assert_close(fused.std, plain.std, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(fused.centered.reshape(-1, k), plain.centered.reshape(-1, k),
+                                   rtol=1e-12, atol=1e-12)
+        coef = torch.rand(groups.num_slots, k, dtype=torch.float64)
+        torch.testing.assert_close(groups.mix_components(fused.centered, coef).reshape(-1),
+                                   (plain.centered.reshape(b, g, k) * coef[:, None, :]).sum(-1).reshape(-1),
+                                   rtol=1e-12, atol=1e-9)

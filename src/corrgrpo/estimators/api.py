@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -105,6 +106,8 @@ def _weights(weights: Tensor | Sequence[float] | None, k: int, device: torch.dev
 
 
 def _reject_inf(flat: Tensor) -> None:
+    if math.isfinite(flat.sum().item()):  # one cheap pass rules out inf (and NaN)
+        return
     bad = torch.isinf(flat)
     if bad.any():
         i, j = (int(v) for v in bad.nonzero()[0])

@@ -48,7 +48,7 @@ def correlation_sum(
         coef = weights.abs()
     else:
         raise ValueError(f"corr_weighting must be 'absorbed' or 'weights', got {corr_weighting!r}")
-    cs = weighted_stats if weighted_stats is not None else component_stats(rewards * weights, groups, ddof)
+    cs = weighted_stats if weighted_stats is not None else component_stats(rewards, groups, ddof, scale=weights)
     s = cs.standardized_sum(groups, coef.expand_as(cs.std))
     if scorable_count is None:
         scorable_count = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
@@ -95,13 +95,12 @@ def corr_grpo_advantages(
     if guard not in GUARDS:
         raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
     eps = 1e-6 if eps is None else eps
-    u = rewards * weights
     cs: ComponentStats | None = None
-    if has_nan(u):
-        tot = total_stats(u, groups, ddof)
+    if has_nan(rewards):  # weights are finite, so u = w r has NaN exactly where r has
+        tot = total_stats(rewards * weights, groups, ddof)
     else:  # one pass over the components serves numerator and denominator
-        cs = component_stats(u, groups, ddof, nan_free=True)
-        tot = total_from_components(u, cs, groups, ddof)
+        cs = component_stats(rewards, groups, ddof, nan_free=True, scale=weights)
+        tot = total_from_components(cs, groups, ddof)
     if not normalize:
         record_singletons(stats, tot)
         return finalize(tot.centered, tot, groups)

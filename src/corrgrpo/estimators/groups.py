@@ -76,7 +76,7 @@ class Groups:
         """The same grouping without the dense layout (for code that works on flat (N, ...))."""
         return Groups(index=self.index, num_slots=self.num_slots)
 
-    def _view(self, x: Tensor) -> Tensor:
+    def view(self, x: Tensor) -> Tensor:
         # dense estimators pass (B, G, ...) tensors; accept flat (N, ...) too
         if x.shape[:2] == (self.num_slots, self.group_size):
             return x
@@ -85,13 +85,13 @@ class Groups:
     def sum(self, x: Tensor) -> Tensor:
         """Per-slot sum of ``x`` (N, ...) -> (num_slots, ...)."""
         if self.group_size is not None:
-            return self._view(x).sum(1)
+            return self.view(x).sum(1)
         out = x.new_zeros((self.num_slots, *x.shape[1:]))
         return out.index_add_(0, self.index, x)
 
     def _reduce(self, x: Tensor, op: str, fill: float) -> Tensor:
         if self.group_size is not None:
-            return self._view(x).amax(1) if op == "amax" else self._view(x).amin(1)
+            return self.view(x).amax(1) if op == "amax" else self.view(x).amin(1)
         shape = (self.num_slots, *x.shape[1:])
         idx = self.index.view(-1, *([1] * (x.dim() - 1))).expand_as(x)
         out = torch.full(shape, fill, dtype=x.dtype, device=x.device)
@@ -104,15 +104,24 @@ class Groups:
         return self._reduce(x, "amin", float("inf"))
 
     def sum_of_squares(self, x: Tensor) -> Tensor:
-        """Per-slot sum of x**2 (dense: a norm, so no temporary the size of x)."""
-        if self.group_size is not None:
-            return torch.linalg.vector_norm(self._view(x), dim=1).square()
+        """Per-slot sum of x**2."""
         return self.sum(x * x)
 
     def mix_components(self, x: Tensor, per_slot_coef: Tensor) -> Tensor:
         """sum_k x[..., k] * coef[slot, k] per sample: (N, K) or (B, G, K) -> (N,) or (B, G)."""
         if self.group_size is not None:
-            return torch.einsum("bgk,bk->bg", self._view(x), per_slot_coef)
+            v = self.view(x)
+            xt = v.transpose(1, 2)
+            if xt.is_contiguous():  # a (B, K, G) buffer seen as (B, G, K)
+                # accumulate over the few components: no temporary the size of x (and
+                # faster than a batched product of such small matrices)
+                columns = xt.unbind(1)
+                coefs = per_slot_coef.t().unsqueeze(-1).unbind(0)
+                out = columns[0] * coefs[0]
+                for column, coef in zip(columns[1:], coefs[1:], strict=True):
+                    out.addcmul_(column, coef)
+                return out
+            return (v * per_slot_coef.unsqueeze(1)).sum(-1)
         return (x * self.expand(per_slot_coef)).sum(dim=-1)
 
     def sizes(self, dtype: torch.dtype = torch.float64) -> Tensor:
@@ -124,7 +133,7 @@ class Groups:
     def all_equal(self, x: Tensor) -> Tensor:
         """Per slot and column: every value equals every other (exact; empty slots: True)."""
         if self.group_size is not None:
-            v = self._view(x)
+            v = self.view(x)
             return (v == v[:, :1]).all(dim=1)
         rep = self.max(x)  # any member would do as the reference value
         return self.sum((x != self.expand(rep)).to(x.dtype)) == 0
