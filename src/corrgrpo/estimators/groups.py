@@ -47,17 +47,18 @@ class Groups:
                 )
             ids = group_index.to(device=device, dtype=torch.int64).reshape(-1)
             n = ids.numel()
-            sorted_ids, perm = torch.sort(ids, stable=True)
+            if ids.device.type == "cpu":
+                # the exact group count costs a host read: free on CPU, avoided on
+                # accelerators (there every per-group tensor keeps N slots, the unused empty)
+                labels, index = torch.unique(ids, sorted=True, return_inverse=True)
+                return Groups(index=index, num_slots=max(labels.numel(), 1))
+            sorted_ids, perm = torch.sort(ids)  # equal ids share a slot, so no need for stable
             starts = torch.ones(n, dtype=torch.int64, device=ids.device)
             if n > 1:
                 starts[1:] = (sorted_ids[1:] != sorted_ids[:-1]).to(torch.int64)
             slot_sorted = torch.cumsum(starts, 0) - 1
             index = torch.empty_like(slot_sorted)
             index[perm] = slot_sorted
-            # the exact group count costs a host read: free on CPU, avoided on accelerators
-            # (there every per-group tensor keeps N slots, the unused ones empty)
-            if ids.device.type == "cpu" and n > 0:
-                return Groups(index=index, num_slots=int(slot_sorted[-1]) + 1)
             return Groups(index=index, num_slots=max(n, 1))
         labels: dict[Hashable, int] = {}
         try:
@@ -122,7 +123,7 @@ class Groups:
                     out.addcmul_(column, coef)
                 return out
             return (v * per_slot_coef.unsqueeze(1)).sum(-1)
-        return (x * self.expand(per_slot_coef)).sum(dim=-1)
+        return self.expand(per_slot_coef).mul_(x).sum(dim=-1)  # the gathered copy is ours
 
     def sizes(self, dtype: torch.dtype = torch.float64) -> Tensor:
         """Number of samples in each slot, (num_slots,)."""
@@ -135,8 +136,12 @@ class Groups:
         if self.group_size is not None:
             v = self.view(x)
             return (v == v[:, :1]).all(dim=1)
-        rep = self.max(x)  # any member would do as the reference value
-        return self.sum((x != self.expand(rep)).to(x.dtype)) == 0
+        # compare with one member of each slot (its first sample; empty slots: sample 0)
+        positions = torch.arange(self.num_samples, device=x.device)
+        first = torch.full((self.num_slots,), self.num_samples - 1, device=x.device)
+        first.scatter_reduce_(0, self.index, positions, reduce="amin")
+        reference = x.index_select(0, first)
+        return self.sum((x != self.expand(reference)).to(x.dtype)) == 0
 
     def expand(self, per_slot: Tensor) -> Tensor:
         """Per-slot values lined up with the samples.
@@ -146,7 +151,7 @@ class Groups:
         """
         if self.group_size is not None:
             return per_slot.unsqueeze(1)
-        return per_slot[self.index]
+        return per_slot.index_select(0, self.index)
 
 
 def _hashable(value: object) -> Hashable:

@@ -109,12 +109,14 @@ def _component_stats_dense_values(
         centered = xt.sub_(mean.unsqueeze(-1)).transpose(1, 2)
         sum_sq = torch.linalg.vector_norm(xt, dim=-1).square()
     else:
-        if scale is not None:
-            x = x * scale
-        mean = groups.sum(x) / count.clamp(min=1.0)
-        centered = x - groups.expand(mean)
-        zero_variance = groups.all_equal(x) | (dof <= 0)
-        sum_sq = groups.sum_of_squares(centered)
+        # Ragged: one scaled working copy centred in place, and one scratch buffer for the
+        # gathered means and the squares (few input-sized temporaries: each costs fresh pages)
+        work = x * scale if scale is not None else x.clone()
+        mean = groups.sum(work) / count.clamp(min=1.0)
+        zero_variance = groups.all_equal(work) | (dof <= 0)
+        scratch = groups.expand(mean)
+        centered = work.sub_(scratch)
+        sum_sq = groups.sum(torch.mul(centered, centered, out=scratch))
     std = torch.sqrt(sum_sq / dof.clamp(min=1.0))
     if bool(((std == 0) & ~zero_variance).any()):  # spread too tiny to square: rescale
         std = _robust_std(centered, groups, dof, zero_variance)
