@@ -289,6 +289,11 @@ class SandboxPool:
     (fail if unavailable) or ``none`` (rlimits only, warns); the environment variable
     ``CORRGRPO_SANDBOX_ISOLATION`` overrides ``auto``. Workers are separate interpreters started
     with ``exec``, so the pool may be created at any time, even with threads running.
+
+    With namespaces, programs see only ``exposed_paths`` (default: system directories, the
+    interpreter and ``allowed_packages``), read-only, minus ``hidden_paths`` inside them
+    (default: every site-packages / dist-packages directory); see
+    :mod:`corrgrpo.sandbox.isolation`.
     """
 
     def __init__(
