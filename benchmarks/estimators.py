@@ -5,7 +5,8 @@ estimator runs on dense (B, G, K) input and on flat (N, K) input with ragged, sh
 of the same total size; the straightforward per-group loop implementations in
 ``corrgrpo.estimators.reference`` are the baseline. Prints medians and ratios measured side
 by side in one run; targets: corr_grpo <= 1.5x grpo, >= 50x faster than the loop, ragged
-<= 2x dense.
+<= 2x dense. A last line times GRPO's and CorrGRPO's bare arithmetic (no validation or edge
+cases, checked against the library first): the floor of their ratio.
 
     python benchmarks/estimators.py [--repeats 15] [--loop-repeats 3]
 """
@@ -42,6 +43,34 @@ def ragged_index(n: int, mean_size: int, gen: torch.Generator) -> torch.Tensor:
         sizes[-2] += sizes.pop()
     ids = torch.cat([torch.full((s,), 1000 + 7 * i) for i, s in enumerate(sizes)])
     return ids[torch.randperm(n, generator=gen)]
+
+
+def bare_grpo(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """GRPO's arithmetic alone on dense float32 input: no validation, NaN or edge cases."""
+    total = (x.double() * w.double()).sum(-1)
+    centered = total - total.mean(-1, keepdim=True)
+    std = centered.norm(dim=-1, keepdim=True) / (x.shape[1] - 1) ** 0.5
+    return centered / (std + 1e-4)
+
+
+def bare_corr_grpo(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """CorrGRPO's arithmetic alone, with the library's layout tricks but nothing else."""
+    b, g, k = x.shape
+    xt = torch.empty(b, k, g, dtype=torch.float64)
+    torch.mul(x.transpose(1, 2), w.double().view(1, k, 1), out=xt)
+    mean = xt.sum(-1) / g
+    constant = xt.amax(-1) == xt.amin(-1)
+    xt.sub_(mean.unsqueeze(-1))
+    std = torch.linalg.vector_norm(xt, dim=-1) / (g - 1) ** 0.5
+    keep = (~constant).double()
+    coef_total, coef_z = keep.t().unsqueeze(-1), (keep / torch.where(constant, 1.0, std)).t().unsqueeze(-1)
+    total = xt[:, 0] * coef_total[0]
+    mixed = xt[:, 0] * coef_z[0]
+    for j in range(1, k):
+        total.addcmul_(xt[:, j], coef_total[j])
+        mixed.addcmul_(xt[:, j], coef_z[j])
+    q = (mixed * mixed).sum(-1) / (g - 1)
+    return total / torch.sqrt(q + 1e-6).unsqueeze(-1)
 
 
 def main() -> None:
@@ -81,6 +110,14 @@ def main() -> None:
         print(f"{est:<11} {td * 1e3:>9.2f} {tr * 1e3:>10.2f} {tl * 1e3:>9.1f} {tr / td:>13.2f} {tl / td:>11.0f}")
     print("-" * len(header))
     print(f"corr_grpo / grpo (dense): {dense_ms['corr_grpo'] / dense_ms['grpo']:.2f}x  (target <= 1.5x)")
+    # The floor: each estimator's arithmetic alone (checked against the library first).
+    for name, bare in (("grpo", bare_grpo), ("corr_grpo", bare_corr_grpo)):
+        library = corrgrpo.compute_advantages(dense, name, weights=w).double()
+        torch.testing.assert_close(bare(dense, w), library, rtol=1e-4, atol=1e-4)
+    tg = median_time(lambda: bare_grpo(dense, w), args.repeats)
+    tc = median_time(lambda: bare_corr_grpo(dense, w), args.repeats)
+    print(f"arithmetic alone (no validation or edge cases): corr_grpo {tc * 1e3:.2f} ms, "
+          f"grpo {tg * 1e3:.2f} ms, ratio {tc / tg:.2f}x")
 
 
 if __name__ == "__main__":
