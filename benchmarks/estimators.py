@@ -39,8 +39,9 @@ def ragged_index(n: int, mean_size: int, gen: torch.Generator) -> torch.Tensor:
     while sum(sizes) < n:
         sizes.append(int(torch.randint(2, 2 * mean_size - 1, (1,), generator=gen)))
     sizes[-1] -= sum(sizes) - n
-    if sizes[-1] < 2:
-        sizes[-2] += sizes.pop()
+    if sizes[-1] < 2:  # fold a lone sample into the previous group
+        last = sizes.pop()
+        sizes[-1] += last
     ids = torch.cat([torch.full((s,), 1000 + 7 * i) for i, s in enumerate(sizes)])
     return ids[torch.randperm(n, generator=gen)]
 
