@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -224,15 +225,19 @@ def run(args: argparse.Namespace) -> int:
     from corrgrpo.training.run import train
 
     model = settings.model or "tiny local model"
-    console.print(
-        f"[bold]corrgrpo train[/bold]: task={settings.task} model={model} "
-        f"estimator={settings.estimator} seed={settings.seed}"
-    )
+    main = os.environ.get("RANK", "0") == "0"  # torchrun: only the first process reports
+    if main:
+        console.print(
+            f"[bold]corrgrpo train[/bold]: task={settings.task} model={model} "
+            f"estimator={settings.estimator} seed={settings.seed}"
+        )
     try:
         result = train(settings, console=console)
     except (FileExistsError, ValueError) as error:  # e.g. an earlier run's folder, a bad option
         print(f"corrgrpo train: {error}", file=sys.stderr)
         return 2
+    if not result.main_process:
+        return 0
     console.print(summary_table(result))
     console.print(
         f"wall time {result.wall_seconds:.0f}s (training {result.train_seconds:.0f}s); "

@@ -28,6 +28,9 @@ class RunResult:
     train_seconds: float = 0.0
     wall_seconds: float = 0.0
     plot: Path | None = None
+    #: False on the other processes of a multi-process (torchrun / accelerate) run, which
+    #: train but neither evaluate, write the run folder's files nor report
+    main_process: bool = True
 
 
 def run_label(settings: RunSettings) -> str:
@@ -97,6 +100,7 @@ def _seed_everything(seed: int) -> None:
 
 def train(settings: RunSettings, *, console: Any = None, progress: bool = True) -> RunResult:
     """Run ``settings`` to completion and write its run folder; returns the :class:`RunResult`."""
+    from accelerate.utils import broadcast_object_list
     from transformers import PrinterCallback, ProgressCallback
 
     from corrgrpo.integrations.trl import CorrGRPOTrainer
@@ -110,17 +114,28 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
     task = get_task(settings.task, **settings.task_options)
     components = task.component_names
     weights = task.weights
-    run = (
-        RunFolder(settings.output_dir)
-        if settings.output_dir
-        else RunFolder.new(settings.runs_root, run_label(settings))
-    )
-    config = build_trainer_config(settings, str(run.path / "trainer"), weights)
-    run.write_json("config.json", {"settings": settings.to_dict(), "trainer": config.to_dict()})
+    # The config first: a bad option fails before any folder exists, and setting up its device
+    # joins the process group under torchrun, so all processes can agree on one run folder.
+    config = build_trainer_config(settings, settings.output_dir or settings.runs_root, weights)
+    _ = config.device
+    main = config.process_index == 0
+    progress = progress and main
+    if settings.output_dir:
+        run = RunFolder(settings.output_dir)
+    else:  # one new folder for all processes: the main one names it
+        chosen = [str(RunFolder.new(settings.runs_root, run_label(settings)).path) if main else ""]
+        if config.world_size > 1:
+            broadcast_object_list(chosen)
+        run = RunFolder(chosen[0])
+    config.output_dir = str(run.path / "trainer")
+    if main:
+        run.write_json("config.json", {"settings": settings.to_dict(), "trainer": config.to_dict()})
 
     _seed_everything(settings.seed)
     model, tokenizer = load_model_and_tokenizer(settings, task)
-    result = RunResult(path=run.path, components=components, weights=list(weights))
+    result = RunResult(
+        path=run.path, components=components, weights=list(weights), main_process=main
+    )
 
     steps = warm_start_steps(settings, task)
     if steps:
@@ -158,7 +173,7 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
             seed=settings.seed,
         )
 
-    if rows:
+    if rows and main:
         result.start = evaluate()
 
     dataset, _dropped = filter_long_prompts(
@@ -182,6 +197,8 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
     train_start = time.monotonic()
     trainer.train()
     result.train_seconds = time.monotonic() - train_start
+    if not main:
+        return result
 
     if rows:
         result.end = evaluate()
@@ -202,6 +219,7 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
             "warm_start_final_loss": result.warm_start_losses[-1]
             if result.warm_start_losses
             else None,
+            "processes": config.world_size,
             "train_seconds": result.train_seconds,
             "wall_seconds": result.wall_seconds,
             "eval_rows": len(rows),

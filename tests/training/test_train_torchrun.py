@@ -1,0 +1,31 @@
+"""`corrgrpo train` under torchrun: two processes train together into one run folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+
+
+def test_train_under_torchrun_writes_one_run_folder(tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+               "2", "-m", "corrgrpo.cli", "train", "--max-steps", "2",
+               "--runs-root", str(tmp_path / "runs"), "--set", "warm_start_steps=20"]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [run] = list((tmp_path / "runs").iterdir())  # not one folder per process
+    assert result.stdout.count("per-component means") == 1  # only the first process reports
+    assert result.stdout.count("corrgrpo train: task=") == 1
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == [1, 2]
+    assert json.loads((run / "summary.json").read_text())["processes"] == 2
+    assert (run / "config.json").exists()
