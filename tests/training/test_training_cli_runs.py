@@ -34,3 +34,14 @@ def test_training_compare_command_writes_the_report(tmp_path, capsys) -> None:
     config = json.loads((out / "corr_grpo-guard-floor-s0" / "config.json").read_text())
     assert config["trainer"]["estimator_options"] == {"guard": "floor"}
     assert (out / "grpo-s0" / "metrics.jsonl").exists()
+    # the report can be written again from the run folders, e.g. after an interruption
+    (out / "report.md").unlink()
+    (out / "grpo-s0" / "summary.json").unlink()
+    assert main(["compare", "--report-only", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert "1 of 2 runs finished (not finished: grpo-s0)" in report
+    assert "corr_grpo:guard=floor" in report
+    assert set(json.loads((out / "results.json").read_text())["final"]) == {"corr_grpo:guard=floor"}
+    capsys.readouterr()
+    assert main(["compare", "--report-only", str(tmp_path)]) == 2
+    assert "not a corrgrpo compare folder" in capsys.readouterr().err

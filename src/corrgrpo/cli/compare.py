@@ -8,11 +8,16 @@ per-component means, advantage-scale diagnostics and a plain verdict::
     corrgrpo compare                                  # toy task: corr_grpo, grpo, gdpo x 3 seeds
     corrgrpo compare --estimators corr_grpo,grpo,gdpo,dr_grpo --seeds 5 --max-steps 100
     corrgrpo compare --estimators corr_grpo,corr_grpo:guard=floor,grpo   # options per variant
+    corrgrpo compare --report-only runs/compare-toy-...   # report again from finished runs
+
+The comparison folder keeps its plan (``plan.json``), so an interrupted comparison still
+gives a report of the runs that finished.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -23,6 +28,7 @@ from typing import Any
 from corrgrpo.cli.train import add_passthrough_argument, add_run_arguments, resolve_settings
 
 DEFAULT_ESTIMATORS = "corr_grpo,grpo,gdpo"
+PLAN_FILE = "plan.json"
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +52,12 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         "--output-dir",
         dest="compare_dir",
         help="comparison folder (default: runs/compare-<task>-<UTC time>)",
+    )
+    parser.add_argument(
+        "--report-only",
+        metavar="DIR",
+        help="write the report again from the finished runs of an earlier comparison folder "
+        "(no training)",
     )
     add_passthrough_argument(parser)
     parser.set_defaults(func=run)
@@ -114,55 +126,92 @@ def compare(
     console: Any = None,
 ) -> Path:
     """Run every (estimator, seed) with ``base`` settings and write the report; returns its path."""
-    from corrgrpo.training.report import RunSummary, write_report
     from corrgrpo.training.run import train
     from corrgrpo.training.settings import apply_overrides
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    summaries: list[RunSummary] = []
-    result = None
-    started = time.monotonic()
-    total = len(estimators) * len(seeds)
-    for index, (spec, seed) in enumerate(((e, s) for e in estimators for s in seeds), start=1):
+    runs = [(spec, seed, f"{spec.folder}-s{seed}") for spec in estimators for seed in seeds]
+    steps = base.trainer.get("max_steps", "?")
+    model = base.model or "tiny local model"
+    plan = {
+        "title": f"corrgrpo compare: {', '.join(e.label for e in estimators)} on {base.task}",
+        "budget": (
+            f"Task `{base.task}`, model `{model}`, {steps} optimizer steps per run, "
+            f"{base.trainer.get('per_device_train_batch_size', '?')} completions per device step "
+            f"({base.trainer.get('num_generations', '?')} per prompt), same settings for every "
+            "run."
+        ),
+        "runs": [
+            {"label": spec.label, "seed": seed, "folder": folder} for spec, seed, folder in runs
+        ],
+    }
+    (out_dir / PLAN_FILE).write_text(json.dumps(plan, indent=2) + "\n")
+    main_process = True
+    for index, (spec, seed, folder) in enumerate(runs, start=1):
         if console is not None:
-            console.print(f"[bold]run {index}/{total}[/bold]: estimator={spec.label} seed={seed}")
+            console.print(
+                f"[bold]run {index}/{len(runs)}[/bold]: estimator={spec.label} seed={seed}"
+            )
         settings = apply_overrides(
             base,
             {
                 "estimator": spec.name,
                 "estimator_options": spec.options,
                 "seed": seed,
-                "output_dir": str(out_dir / f"{spec.folder}-s{seed}"),
+                "output_dir": str(out_dir / folder),
             },
         )
-        result = train(settings, console=console)
+        main_process = train(settings, console=console).main_process
+    if not main_process:  # torchrun: the first process writes the report
+        return out_dir / "report.md"
+    return report_only(out_dir)
+
+
+def report_only(out_dir: Path) -> Path:
+    """The report of a comparison folder from its finished runs (``plan.json`` + run folders)."""
+    from corrgrpo.training.report import RunSummary, write_report
+    from corrgrpo.training.run_folder import read_metrics
+
+    plan_path = out_dir / PLAN_FILE
+    if not plan_path.exists():
+        raise FileNotFoundError(f"{plan_path} not found: not a corrgrpo compare folder")
+    plan = json.loads(plan_path.read_text())
+    summaries: list[RunSummary] = []
+    missing: list[str] = []
+    components: list[str] = []
+    weights: list[float] = []
+    for entry in plan["runs"]:
+        run_dir = out_dir / entry["folder"]
+        summary_path = run_dir / "summary.json"
+        if not summary_path.exists():
+            missing.append(entry["folder"])
+            continue
+        summary = json.loads(summary_path.read_text())
+        components, weights = summary["components"], summary["weights"]
         summaries.append(
             RunSummary(
-                estimator=spec.label,
-                seed=seed,
-                path=str(result.path.relative_to(out_dir)),
-                start=result.start,
-                end=result.end,
-                records=result.records,
-                wall_seconds=result.wall_seconds,
+                estimator=entry["label"],
+                seed=entry["seed"],
+                path=entry["folder"],
+                start=summary["start"],
+                end=summary["end"],
+                records=read_metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else [],
+                wall_seconds=summary.get("wall_seconds", 0.0),
             )
         )
-    assert result is not None  # at least one estimator and one seed
-    steps = base.trainer.get("max_steps", "?")
-    model = base.model or "tiny local model"
-    budget = (
-        f"Task `{base.task}`, model `{model}`, {steps} optimizer steps per run, "
-        f"{base.trainer.get('per_device_train_batch_size', '?')} completions per device step "
-        f"({base.trainer.get('num_generations', '?')} per prompt), same settings for every run; "
-        f"total wall time {time.monotonic() - started:.0f}s."
-    )
+    if not summaries:
+        raise ValueError(f"no run in {out_dir} has finished (no summary.json)")
+    done = f"{len(summaries)} of {len(plan['runs'])} runs finished"
+    if missing:
+        done += f" (not finished: {', '.join(missing)})"
+    wall = sum(r.wall_seconds for r in summaries)
     return write_report(
         out_dir,
         summaries,
-        result.components,
-        result.weights,
-        title=f"corrgrpo compare: {', '.join(e.label for e in estimators)} on {base.task}",
-        budget=budget,
+        components,
+        weights,
+        title=plan["title"],
+        budget=f"{plan['budget']} {done}, {wall:.0f}s of wall time in all.",
     )
 
 
@@ -170,6 +219,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console()
+    if args.report_only:
+        try:
+            report = report_only(Path(args.report_only))
+        except (ValueError, FileNotFoundError) as error:
+            print(f"corrgrpo compare: {error}", file=sys.stderr)
+            return 2
+        console.print(f"report: {report}")
+        return 0
     try:
         estimators = parse_estimators(args.estimators)
         seeds = parse_seeds(args.seeds)
