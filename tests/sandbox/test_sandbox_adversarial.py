@@ -488,9 +488,40 @@ ATTACKS: list[Attack] = [
         mode="assert",
         forgeable_pass=True,
     ),
+    Attack(
+        "kernel_attack_surface",
+        "io_uring, userfaultfd, bpf, perf events, ptrace, keyrings, new namespaces, x32 calls",
+        _solution(
+            "return -1",
+            header="import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
+            "for name, nr in __SYSCALLS__.items():\n"
+            "    flags = 0x10000000 | 17 if name == 'clone' else 0\n"
+            "    result = libc.syscall(ctypes.c_long(nr), ctypes.c_long(flags), 0, 0, 0, 0)\n"
+            "    if result >= 0 or ctypes.get_errno() not in (1, 38):  # only EPERM / ENOSYS\n"
+            "        print('LEAK', name, result, ctypes.get_errno())\n"
+            "        if result == 0 and name in ('clone', 'clone3'):\n"
+            "            import os\n"
+            "            os._exit(0)\n",
+        ),
+        requires=("pid_namespace",),
+    ),
 ]
 _PROVEN: set[tuple[int, str]] = set()
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _probed_syscalls() -> dict[str, int]:
+    """Calls the seccomp filter denies, and clone with CLONE_NEWUSER, by number on this machine."""
+    import platform
+
+    from corrgrpo.sandbox import _syscalls
+
+    numbers = _syscalls._SYSCALL_TABLES[platform.machine()][1]
+    probed = {name: numbers[name] for name in _syscalls._DENIED_NAMES if name not in ("reboot",)}
+    probed.update(clone=numbers["clone"], clone3=numbers["clone3"])
+    if platform.machine() == "x86_64":
+        probed["x32_getpid"] = 0x40000000 + 39
+    return probed
 
 
 def _host_files() -> list[str]:
@@ -578,6 +609,7 @@ def _run_attack(
 ) -> None:
     program = attack.program.replace("__PORT__", str(listener.getsockname()[1]))
     program = program.replace("__HOST_FILES__", repr(_host_files()))
+    program = program.replace("__SYSCALLS__", repr(_probed_syscalls()))
     program = program.replace("__CANARY_DIR__", str(canary_dir)).replace(
         "__CANARY__", str(canary_dir / "canary.txt")
     )

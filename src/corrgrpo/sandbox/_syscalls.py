@@ -235,3 +235,134 @@ def drop_all_capabilities() -> None:
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+# --- seccomp ---------------------------------------------------------------------------------
+# A deny list of system calls no Python program under test needs and that widen the kernel's
+# attack surface (defence in depth on top of namespaces, dropped privileges and rlimits).
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+_BPF_LD_W_ABS = 0x20
+_BPF_JEQ_K = 0x15
+_BPF_JGE_K = 0x35
+_BPF_JSET_K = 0x45
+_BPF_RET_K = 0x06
+_X32_SYSCALL_BIT = 0x40000000
+_NAMESPACE_FLAGS = (
+    CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+    | 0x02000000  # CLONE_NEWCGROUP
+)
+_DENIED_NAMES = (
+    "ptrace", "process_vm_readv", "process_vm_writev",  # other processes' memory
+    "keyctl", "add_key", "request_key",  # kernel keyrings
+    "bpf", "perf_event_open", "userfaultfd",  # frequent kernel exploit primitives
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",  # the filesystem view
+    "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "open_by_handle_at", "name_to_handle_at",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "reboot", "swapon", "swapoff", "acct", "syslog", "quotactl", "vhangup",
+    "sethostname", "setdomainname", "settimeofday", "clock_settime", "adjtimex",
+    "clock_adjtime",
+)  # fmt: skip
+# (audit arch, {name: number}) from the kernel's syscall tables
+_SYSCALL_TABLES: dict[str, tuple[int, dict[str, int]]] = {
+    "x86_64": (0xC000003E, {
+        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "keyctl": 250,
+        "add_key": 248, "request_key": 249, "bpf": 321, "perf_event_open": 298,
+        "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "mount": 165, "umount2": 166, "pivot_root": 155,
+        "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428, "move_mount": 429,
+        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+        "open_by_handle_at": 304, "name_to_handle_at": 303, "kexec_load": 246,
+        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
+        "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "syslog": 103,
+        "quotactl": 179, "vhangup": 153, "sethostname": 170, "setdomainname": 171,
+        "settimeofday": 164, "clock_settime": 227, "adjtimex": 159, "clock_adjtime": 305,
+        "clone": 56, "clone3": 435,
+    }),
+    "aarch64": (0xC00000B7, {
+        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "keyctl": 219,
+        "add_key": 217, "request_key": 218, "bpf": 280, "perf_event_open": 241,
+        "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
+        "unshare": 97, "setns": 268, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+        "open_by_handle_at": 265, "name_to_handle_at": 264, "kexec_load": 104,
+        "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
+        "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89, "syslog": 116,
+        "quotactl": 60, "vhangup": 58, "sethostname": 161, "setdomainname": 162,
+        "settimeofday": 170, "clock_settime": 112, "adjtimex": 171, "clock_adjtime": 266,
+        "clone": 220, "clone3": 435,
+    }),
+}  # fmt: skip
+_SYSCALL_TABLES["arm64"] = _SYSCALL_TABLES["aarch64"]
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def seccomp_program(machine: str | None = None) -> list[tuple[int, int, int, int]] | None:
+    """The filter as (code, jt, jf, k) instructions, or None on an architecture without a table.
+
+    Another architecture's calling convention (i386 ``int 0x80`` on x86_64) kills the process;
+    the x32 ABI and every denied call fail with EPERM; ``clone3`` fails with ENOSYS, so the C
+    library falls back to ``clone``, whose flags are checked: new namespaces fail with EPERM.
+    """
+    table = _SYSCALL_TABLES.get(machine or platform.machine())
+    if table is None:
+        return None
+    arch, numbers = table
+    eperm = SECCOMP_RET_ERRNO | 1
+    program = [
+        (_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_BPF_JEQ_K, 1, 0, arch),
+        (_BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if arch == 0xC000003E:
+        program += [(_BPF_JGE_K, 0, 1, _X32_SYSCALL_BIT), (_BPF_RET_K, 0, 0, eperm)]
+    for name in _DENIED_NAMES:
+        program += [(_BPF_JEQ_K, 0, 1, numbers[name]), (_BPF_RET_K, 0, 0, eperm)]
+    program += [
+        (_BPF_JEQ_K, 0, 1, numbers["clone3"]),
+        (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | 38),  # ENOSYS
+        (_BPF_JEQ_K, 0, 3, numbers["clone"]),
+        (_BPF_LD_W_ABS, 0, 0, 16),  # low half of seccomp_data.args[0] (little endian): flags
+        (_BPF_JSET_K, 0, 1, _NAMESPACE_FLAGS),
+        (_BPF_RET_K, 0, 0, eperm),
+        (_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+    return program
+
+
+def install_seccomp_filter() -> bool:
+    """Install :func:`seccomp_program` for this process and its future children.
+
+    Needs ``PR_SET_NO_NEW_PRIVS`` first. Returns False (nothing installed) on an architecture
+    without a syscall table here.
+    """
+    program = seccomp_program()
+    if program is None:
+        return False
+    instructions = (_SockFilter * len(program))(*(_SockFilter(*op) for op in program))
+    fprog = _SockFprog(len(program), instructions)
+    _check(
+        _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
+        "prctl(PR_SET_SECCOMP)",
+    )
+    return True

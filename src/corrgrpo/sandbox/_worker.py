@@ -414,6 +414,7 @@ def _child_main(
             os.setgid(uid)
             os.setuid(uid)
         sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+        sc.install_seccomp_filter()  # after no_new_privs, which an unprivileged filter needs
         # Changing credentials cleared the parent-death signal: arm it again so the run dies
         # with its worker even if the worker itself is killed.
         sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
