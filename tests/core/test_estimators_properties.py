@@ -136,3 +136,30 @@ def test_scaled_statistics_equal_statistics_of_the_scaled_input(r: torch.Tensor,
         torch.testing.assert_close(groups.mix_components(fused.centered, coef).reshape(-1),
                                    (plain.centered.reshape(b, g, k) * coef[:, None, :]).sum(-1).reshape(-1),
                                    rtol=1e-12, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(r=dense_rewards(), est=st.sampled_from(ESTIMATORS), seed=st.integers(0, 10**6),
+       contiguous=st.booleans())
+def test_equal_size_flat_groups_match_the_scatter_path(r: torch.Tensor, est: str, seed: int,
+                                                       contiguous: bool) -> None:
+    # flat input whose groups all have one size is lined up densely; the result, its order and
+    # the per-group stats must equal the general scatter path's
+    b, g, k = r.shape
+    flat = r.reshape(-1, k).clone()
+    flat[::5, 0] = float("nan")
+    ids = torch.arange(b).repeat_interleave(g) * 3 + 1
+    if not contiguous:
+        perm = torch.randperm(b * g, generator=torch.Generator().manual_seed(seed))
+        flat, ids = flat[perm], ids[perm]
+    stats: dict = {}
+    fast = corrgrpo.compute_advantages(flat, est, group_index=ids, stats=stats)
+    scatter_stats: dict = {}
+    scatter = corrgrpo.get_estimator(est)(
+        flat.double(), Groups.from_index(ids), torch.ones(k, dtype=torch.float64),
+        eps=None, ddof=1, stats=scatter_stats,
+    )
+    torch.testing.assert_close(fast, scatter, rtol=1e-9, atol=1e-9)
+    for key in ("q", "singleton_groups"):
+        if key in scatter_stats:
+            torch.testing.assert_close(stats[key], scatter_stats[key], rtol=1e-9, atol=1e-9)

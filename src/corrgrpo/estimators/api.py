@@ -66,6 +66,7 @@ def compute_advantages(
         samples = rewards  # estimators work on the (B, G, K) layout directly
         groups = Groups.dense(b, g, device=rewards.device)
         out_shape: tuple[int, ...] = (b, g)
+        layout = None
     elif rewards.dim() == 2:
         n, k = rewards.shape
         if n == 0 or k == 0:
@@ -81,6 +82,12 @@ def compute_advantages(
         flat = samples = rewards
         groups = Groups.from_index(group_index, device=rewards.device)
         out_shape = (n,)
+        layout = groups.equal_size_layout()
+        if layout is not None:  # equal-size groups (verl's uids): the faster dense path
+            order, dense_groups = layout
+            lined_up = rewards if order is None else rewards.index_select(0, order)
+            samples = lined_up.reshape(dense_groups.num_slots, -1, k)
+            groups = dense_groups
     else:
         raise ValueError(
             "rewards must be dense (B, G, K) or flat (N, K) with group_index; "
@@ -90,6 +97,8 @@ def compute_advantages(
         _reject_inf(flat)
     w = _weights(weights, k, rewards.device)
     adv = fn(samples.to(torch.float64), groups, w, eps=eps, ddof=ddof, stats=stats, **options)
+    if layout is not None and layout[0] is not None:  # back to the caller's sample order
+        adv = torch.empty_like(adv.reshape(-1)).index_copy_(0, layout[0], adv.reshape(-1))
     return adv.reshape(out_shape).to(rewards.dtype)
 
 

@@ -125,6 +125,25 @@ class Groups:
             return (v * per_slot_coef.unsqueeze(1)).sum(-1)
         return self.expand(per_slot_coef).mul_(x).sum(dim=-1)  # the gathered copy is ours
 
+    def equal_size_layout(self) -> tuple[Tensor | None, Groups] | None:
+        """For flat groups on CPU that all have the same size: the sample order that lines
+        them up as (num_slots, size) (None: they already are) and the matching dense grouping;
+        otherwise None.
+
+        Slot s of the dense grouping is slot s here, so per-group statistics keep their order.
+        (Accelerators keep the scatter path: the check would need a host read.)
+        """
+        if self.group_size is not None or self.index.device.type != "cpu" or self.num_samples == 0:
+            return None
+        counts = torch.bincount(self.index, minlength=self.num_slots)
+        size = int(counts[0])
+        if size == 0 or not bool((counts == size).all()):
+            return None
+        dense = Groups.dense(self.num_slots, size, device=self.index.device)
+        if bool((self.index[1:] >= self.index[:-1]).all()):  # contiguous groups in slot order
+            return None, dense
+        return torch.argsort(self.index), dense  # any order within a group will do
+
     def sizes(self, dtype: torch.dtype = torch.float64) -> Tensor:
         """Number of samples in each slot, (num_slots,)."""
         if self.group_size is not None:
