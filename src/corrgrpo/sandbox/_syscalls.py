@@ -35,8 +35,42 @@ MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
 MOUNT_ATTR_NODEV = 0x4
 
-# mount_setattr has the same number on every architecture that adopted the unified table.
-_SYS_MOUNT_SETATTR = 442 if platform.machine() in ("x86_64", "aarch64", "arm64") else None
+# (audit arch, {name: number}) from the kernel's syscall tables: the calls this module makes
+# by number and the ones the seccomp filter denies
+_SYSCALL_TABLES: dict[str, tuple[int, dict[str, int]]] = {
+    "x86_64": (0xC000003E, {
+        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "keyctl": 250,
+        "add_key": 248, "request_key": 249, "bpf": 321, "perf_event_open": 298,
+        "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "mount": 165, "umount2": 166, "pivot_root": 155,
+        "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428, "move_mount": 429,
+        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+        "open_by_handle_at": 304, "name_to_handle_at": 303, "kexec_load": 246,
+        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
+        "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "syslog": 103,
+        "quotactl": 179, "vhangup": 153, "sethostname": 170, "setdomainname": 171,
+        "settimeofday": 164, "clock_settime": 227, "adjtimex": 159, "clock_adjtime": 305,
+        "clone": 56, "clone3": 435,
+    }),
+    "aarch64": (0xC00000B7, {
+        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "keyctl": 219,
+        "add_key": 217, "request_key": 218, "bpf": 280, "perf_event_open": 241,
+        "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
+        "unshare": 97, "setns": 268, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+        "open_by_handle_at": 265, "name_to_handle_at": 264, "kexec_load": 104,
+        "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
+        "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89, "syslog": 116,
+        "quotactl": 60, "vhangup": 58, "sethostname": 161, "setdomainname": 162,
+        "settimeofday": 170, "clock_settime": 112, "adjtimex": 171, "clock_adjtime": 266,
+        "clone": 220, "clone3": 435,
+    }),
+}  # fmt: skip
+_SYSCALL_TABLES["arm64"] = _SYSCALL_TABLES["aarch64"]
+_SYSCALLS = _SYSCALL_TABLES.get(platform.machine(), (0, {}))[1]
+
+_SYS_MOUNT_SETATTR = _SYSCALLS.get("mount_setattr")
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _libc.mount.argtypes = [
@@ -121,7 +155,7 @@ def make_tree_readonly(path: str = "/") -> None:
                 continue
 
 
-_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41}.get(platform.machine())
+_SYS_PIVOT_ROOT = _SYSCALLS.get("pivot_root")
 MNT_DETACH = 2
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
@@ -154,7 +188,7 @@ def switch_root(new_root: str) -> None:
     os.chdir("/")
 
 
-_SYS_CLONE = {"x86_64": 56, "aarch64": 220, "arm64": 220}.get(platform.machine())
+_SYS_CLONE = _SYSCALLS.get("clone")
 
 
 def clone_process(flags: int) -> int:
@@ -269,38 +303,6 @@ _DENIED_NAMES = (
     "sethostname", "setdomainname", "settimeofday", "clock_settime", "adjtimex",
     "clock_adjtime",
 )  # fmt: skip
-# (audit arch, {name: number}) from the kernel's syscall tables
-_SYSCALL_TABLES: dict[str, tuple[int, dict[str, int]]] = {
-    "x86_64": (0xC000003E, {
-        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "keyctl": 250,
-        "add_key": 248, "request_key": 249, "bpf": 321, "perf_event_open": 298,
-        "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "mount": 165, "umount2": 166, "pivot_root": 155,
-        "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428, "move_mount": 429,
-        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
-        "open_by_handle_at": 304, "name_to_handle_at": 303, "kexec_load": 246,
-        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
-        "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "syslog": 103,
-        "quotactl": 179, "vhangup": 153, "sethostname": 170, "setdomainname": 171,
-        "settimeofday": 164, "clock_settime": 227, "adjtimex": 159, "clock_adjtime": 305,
-        "clone": 56, "clone3": 435,
-    }),
-    "aarch64": (0xC00000B7, {
-        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "keyctl": 219,
-        "add_key": 217, "request_key": 218, "bpf": 280, "perf_event_open": 241,
-        "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
-        "unshare": 97, "setns": 268, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
-        "open_by_handle_at": 265, "name_to_handle_at": 264, "kexec_load": 104,
-        "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
-        "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89, "syslog": 116,
-        "quotactl": 60, "vhangup": 58, "sethostname": 161, "setdomainname": 162,
-        "settimeofday": 170, "clock_settime": 112, "adjtimex": 171, "clock_adjtime": 266,
-        "clone": 220, "clone3": 435,
-    }),
-}  # fmt: skip
-_SYSCALL_TABLES["arm64"] = _SYSCALL_TABLES["aarch64"]
 
 
 class _SockFilter(ctypes.Structure):
