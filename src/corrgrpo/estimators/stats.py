@@ -103,7 +103,7 @@ def _component_stats_dense_values(
         if scale is None:
             xt.copy_(v.transpose(1, 2))
         else:
-            torch.mul(v.transpose(1, 2), scale.view(1, -1, 1), out=xt)
+            torch.mul(v.transpose(1, 2), scale.to(x.dtype).view(1, -1, 1), out=xt)
         mean = xt.sum(-1) / count.clamp(min=1.0)
         zero_variance = (xt.amax(-1) == xt.amin(-1)) | (dof <= 0)
         centered = xt.sub_(mean.unsqueeze(-1)).transpose(1, 2)
