@@ -21,9 +21,12 @@ def _request(body: str, **limits: float) -> ExecutionRequest:
 def test_forced_rlimits_only_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CORRGRPO_SANDBOX_ISOLATION", "none")
     with pytest.warns(NotIsolatedWarning, match="NOT ISOLATED"):
-        pool = SandboxPool(workers=1)
+        pool = SandboxPool(workers=1, user_namespace=True)
     with pool:
         assert not pool.isolated
+        # no namespaces, so no per-run user namespace either (as a normal user, entering one
+        # mapped to uid 0 failed every run)
+        assert not pool.user_namespace
         daemon = "    import os, time\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(60)\n    return x * x"
         results = pool.run(
             [

@@ -400,7 +400,7 @@ def _child_main(
         for which, value in limits.items():
             pair = value if isinstance(value, tuple) else (value, value)
             resource.setrlimit(which, pair)
-        if user_namespace:
+        if user_namespace and isolated:
             # uid 0 is the only uid here (the caller's uid on the host), so no fresh uid per run:
             # a nested user namespace per run gives fresh per-user kernel state (keyrings)
             # instead and locks the worker's mounts; then every capability goes.

@@ -327,6 +327,7 @@ class SandboxPool:
         if isolation == "none":
             logger.error(NOT_ISOLATED_WARNING)
             warnings.warn(NOT_ISOLATED_WARNING, NotIsolatedWarning, stacklevel=2)
+            self.user_namespace = False  # no namespaces at all, so no user namespace either
         self.isolation = isolation
         self.size = workers or max(1, os.cpu_count() or 1)
         self._owner_pid = os.getpid()
