@@ -170,7 +170,7 @@ def compare(
 def report_only(out_dir: Path) -> Path:
     """The report of a comparison folder from its finished runs (``plan.json`` + run folders)."""
     from corrgrpo.training.report import RunSummary, write_report
-    from corrgrpo.training.run_folder import read_metrics
+    from corrgrpo.training.run_folder import METRICS_FILE, SUMMARY_FILE, read_metrics
 
     plan_path = out_dir / PLAN_FILE
     if not plan_path.exists():
@@ -182,7 +182,7 @@ def report_only(out_dir: Path) -> Path:
     weights: list[float] = []
     for entry in plan["runs"]:
         run_dir = out_dir / entry["folder"]
-        summary_path = run_dir / "summary.json"
+        summary_path = run_dir / SUMMARY_FILE
         if not summary_path.exists():
             missing.append(entry["folder"])
             continue
@@ -195,12 +195,12 @@ def report_only(out_dir: Path) -> Path:
                 path=entry["folder"],
                 start=summary["start"],
                 end=summary["end"],
-                records=read_metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else [],
+                records=read_metrics(run_dir) if (run_dir / METRICS_FILE).exists() else [],
                 wall_seconds=summary.get("wall_seconds", 0.0),
             )
         )
     if not summaries:
-        raise ValueError(f"no run in {out_dir} has finished (no summary.json)")
+        raise ValueError(f"no run in {out_dir} has finished (no {SUMMARY_FILE})")
     done = f"{len(summaries)} of {len(plan['runs'])} runs finished"
     if missing:
         done += f" (not finished: {', '.join(missing)})"

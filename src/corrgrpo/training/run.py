@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from corrgrpo.tasks.base import Task, get_task
-from corrgrpo.training.run_folder import RunFolder
+from corrgrpo.training.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
 from corrgrpo.training.settings import RunSettings, build_trainer_config
 
 DEFAULT_WARM_START_STEPS = 200
@@ -129,7 +129,7 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
         run = RunFolder(chosen[0])
     config.output_dir = str(run.path / "trainer")
     if main:
-        run.write_json("config.json", {"settings": settings.to_dict(), "trainer": config.to_dict()})
+        run.write_json(CONFIG_FILE, {"settings": settings.to_dict(), "trainer": config.to_dict()})
 
     _seed_everything(settings.seed)
     model, tokenizer = load_model_and_tokenizer(settings, task)
@@ -209,7 +209,7 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
         )
     result.wall_seconds = time.monotonic() - wall_start
     run.write_json(
-        "summary.json",
+        SUMMARY_FILE,
         {
             "components": components,
             "weights": list(weights),
