@@ -297,26 +297,18 @@ def _convert_assert(statement: ast.Assert, candidate: str, forbidden: set[str]) 
                 if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool):
                     raise UnsafeExpression("tolerance is not a number")
                 inclusive = isinstance(op, ast.LtE)
-                if _contains_candidate(inner.left, candidate) and not _contains_candidate(
-                    inner.right, candidate
-                ):
-                    return make(
-                        inner.left,
-                        expected=safe_eval(inner.right),
-                        compare="close",
-                        tolerance=float(tolerance),
-                        inclusive=inclusive,
-                    )
-                if _contains_candidate(inner.right, candidate) and not _contains_candidate(
-                    inner.left, candidate
-                ):
-                    return make(
-                        inner.right,
-                        expected=safe_eval(inner.left),
-                        compare="close",
-                        tolerance=float(tolerance),
-                        inclusive=inclusive,
-                    )
+                # abs(candidate(...) - expected) or abs(expected - candidate(...))
+                for side, other in ((inner.left, inner.right), (inner.right, inner.left)):
+                    if _contains_candidate(side, candidate) and not _contains_candidate(
+                        other, candidate
+                    ):
+                        return make(
+                            side,
+                            expected=safe_eval(other),
+                            compare="close",
+                            tolerance=float(tolerance),
+                            inclusive=inclusive,
+                        )
     if (
         isinstance(test, ast.Call)
         and isinstance(test.func, ast.Name)
