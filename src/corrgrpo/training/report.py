@@ -130,6 +130,18 @@ def _setup_matplotlib() -> Any:
     return plt
 
 
+def _seed_curves(
+    runs: Sequence[RunSummary], key: str, window: int
+) -> tuple[list[int], list[list[float]]] | None:
+    """Each seed's smoothed series of ``key``, cut to their common length: (steps, values)."""
+    curves = [series(r.records, key) for r in runs]
+    curves = [(s, smooth(v, window)) for s, v in curves if s]
+    if not curves:
+        return None
+    length = min(len(s) for s, _ in curves)
+    return list(curves[0][0][:length]), [list(v[:length]) for _, v in curves]
+
+
 def plot_learning_curves(
     runs: Sequence[RunSummary], components: Sequence[str], out: Path, window: int = 5
 ) -> Path:
@@ -141,13 +153,10 @@ def plot_learning_curves(
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.7 * rows), squeeze=False)
     for ax, (key, label) in zip(axes.flat, keys, strict=False):
         for i, (est, rs) in enumerate(by_estimator(runs).items()):
-            curves = [series(r.records, key) for r in rs]
-            curves = [(s, smooth(v, window)) for s, v in curves if s]
-            if not curves:
+            aligned = _seed_curves(rs, key, window)
+            if aligned is None:
                 continue
-            length = min(len(s) for s, _ in curves)
-            steps = curves[0][0][:length]
-            stacked = [v[:length] for _, v in curves]
+            steps, stacked = aligned
             mean = [statistics.fmean(col) for col in zip(*stacked, strict=True)]
             low = [min(col) for col in zip(*stacked, strict=True)]
             high = [max(col) for col in zip(*stacked, strict=True)]
@@ -198,13 +207,12 @@ def plot_diagnostics(runs: Sequence[RunSummary], out: Path, window: int = 5) -> 
     fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 2.8), squeeze=False)
     for ax, (key, label) in zip(axes.flat, keys, strict=True):
         for i, (est, rs) in enumerate(by_estimator(runs).items()):
-            curves = [series(r.records, key) for r in rs]
-            curves = [(s, smooth(v, window)) for s, v in curves if s]
-            if not curves:
+            aligned = _seed_curves(rs, key, window)
+            if aligned is None:
                 continue
-            length = min(len(s) for s, _ in curves)
-            mean = [statistics.fmean(c) for c in zip(*(v[:length] for _, v in curves), strict=True)]
-            ax.plot(curves[0][0][:length], mean, color=f"C{i}", label=est)
+            steps, stacked = aligned
+            mean = [statistics.fmean(col) for col in zip(*stacked, strict=True)]
+            ax.plot(steps, mean, color=f"C{i}", label=est)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
