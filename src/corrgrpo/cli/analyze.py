@@ -60,10 +60,9 @@ def scale_sweep(scales: tuple[float, ...] = DEFAULT_SCALES, n: int = 8) -> list[
 
 
 def plot(example: dict[str, object], sweep: list[dict[str, float]], path: Path) -> None:
-    import matplotlib
+    from corrgrpo.utils.figures import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     a = [r["a"] for r in sweep]
@@ -83,10 +82,7 @@ def plot(example: dict[str, object], sweep: list[dict[str, float]], path: Path) 
         f"GRPO x{example['multiplier_grpo']:.4f}  vs  CorrGRPO x{example['multiplier_corr_grpo']:.4f}"
     )
     ax2.set_ylabel("row sum of covariance / S")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -109,10 +109,9 @@ def mean_correlation(d: Diagnosis) -> torch.Tensor:
 
 
 def heatmap(d: Diagnosis, path: Path) -> None:
-    import matplotlib
+    from corrgrpo.utils.figures import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     corr = mean_correlation(d).numpy()
     k = len(d.names)
@@ -125,10 +124,7 @@ def heatmap(d: Diagnosis, path: Path) -> None:
             ax.text(j, i, f"{corr[i, j]:.2f}", ha="center", va="center", fontsize=8)
     ax.set_title(f"mean within-group correlation ({int(d.active.sum())} groups)")
     fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -57,11 +57,9 @@ def plot_run_curves(
     window: int = 5,
 ) -> Path:
     """One panel per reward component, the total and each logged diagnostic; returns the PNG path."""
-    import matplotlib
+    from corrgrpo.utils.figures import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     panels: list[tuple[str, str]] = [("reward", "total reward")]
     panels += [(component_key(c), c) for c in components]
     panels += [(k, t) for k, t in DIAGNOSTIC_KEYS.items() if series(records, k)[0]]
@@ -79,8 +77,4 @@ def plot_run_curves(
         ax.axis("off")
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    out = Path(out_path)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out_path)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from corrgrpo.training.plots import DIAGNOSTIC_KEYS, component_key, series, smooth
+from corrgrpo.utils.figures import pyplot, save_figure
 
 MAX_PARETO_COMPONENTS = 8
 
@@ -121,15 +122,6 @@ def verdict_lines(
     return lines
 
 
-def _setup_matplotlib() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _seed_curves(
     runs: Sequence[RunSummary], key: str, window: int
 ) -> tuple[list[int], list[list[float]]] | None:
@@ -146,7 +138,7 @@ def plot_learning_curves(
     runs: Sequence[RunSummary], components: Sequence[str], out: Path, window: int = 5
 ) -> Path:
     """Per-component training-batch means, seed-averaged per estimator (band = min..max)."""
-    plt = _setup_matplotlib()
+    plt = pyplot()
     keys = [("reward", "total reward")] + [(component_key(c), c) for c in components]
     cols = min(4, len(keys))
     rows = math.ceil(len(keys) / cols)
@@ -168,15 +160,12 @@ def plot_learning_curves(
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def plot_pareto(runs: Sequence[RunSummary], components: Sequence[str], out: Path) -> Path:
     """Final per-component means for every pair of components: seeds as dots, means as stars."""
-    plt = _setup_matplotlib()
+    plt = pyplot()
     pairs = list(combinations(list(components)[:MAX_PARETO_COMPONENTS], 2))
     cols = min(5, len(pairs)) or 1
     rows = max(1, math.ceil(len(pairs) / cols))
@@ -194,15 +183,12 @@ def plot_pareto(runs: Sequence[RunSummary], components: Sequence[str], out: Path
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.suptitle("final per-component means (dots: seeds, stars: seed means)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def plot_diagnostics(runs: Sequence[RunSummary], out: Path, window: int = 5) -> Path:
     """Advantage-scale diagnostics over training, seed-averaged per estimator."""
-    plt = _setup_matplotlib()
+    plt = pyplot()
     keys = list(DIAGNOSTIC_KEYS.items())
     fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 2.8), squeeze=False)
     for ax, (key, label) in zip(axes.flat, keys, strict=True):
@@ -217,10 +203,7 @@ def plot_diagnostics(runs: Sequence[RunSummary], out: Path, window: int = 5) -> 
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out)
 
 
 def write_report(
