@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.eval.generation import greedy_completions
+
 BENCHMARK_CHOICES = ("leetcode", "humaneval", "mbpp", "lcb")
 
 
@@ -106,56 +108,6 @@ def match_samples(
 
 
 # --------------------------------------------------------------------------- generation
-
-
-def _prompt_text(tokenizer: Any, prompt: Any) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-    return "\n\n".join(m["content"] for m in prompt) + "\n\n"
-
-
-def generate_completions(
-    model_name: str,
-    prompts: Sequence[Any],
-    *,
-    max_new_tokens: int,
-    batch_size: int,
-    device: str | None = None,
-    progress: Any = None,
-) -> list[str]:
-    """Greedy completions of ``prompts`` (strings or chat messages) with transformers."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if batch_size < 1 or max_new_tokens < 1:
-        raise ValueError("--batch-size and --max-new-tokens must be >= 1")
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    tokenizer = AutoTokenizer.from_pretrained(model_name)
-    tokenizer.padding_side = "left"  # decoder-only generation pads on the left
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_name, dtype=dtype).to(device).eval()
-    texts = [_prompt_text(tokenizer, p) for p in prompts]
-    outputs: list[str] = []
-    for start in range(0, len(texts), batch_size):
-        batch = texts[start : start + batch_size]
-        enc = tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
-        enc = {k: v.to(device) for k, v in enc.items()}
-        with torch.no_grad():
-            generated = model.generate(
-                **enc,
-                do_sample=False,
-                max_new_tokens=max_new_tokens,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-        new_tokens = generated[:, enc["input_ids"].shape[1] :]
-        outputs.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
-        if progress is not None:
-            progress(len(batch))
-    return outputs
 
 
 # --------------------------------------------------------------------------- scoring
@@ -250,13 +202,13 @@ def run_eval(args: argparse.Namespace) -> int:
         if mode == "model":
             gen_task = bar.add_task("generating", total=len(rows))
             try:
-                completions = generate_completions(
+                completions = greedy_completions(
                     args.model,
                     [r["prompt"] for r in rows],
                     max_new_tokens=args.max_new_tokens,
                     batch_size=args.batch_size,
                     device=args.device,
-                    progress=lambda n: bar.advance(gen_task, n),
+                    on_batch=lambda n: bar.advance(gen_task, n),
                 )
             except (OSError, ValueError) as err:  # unknown model name/folder, bad options
                 print(

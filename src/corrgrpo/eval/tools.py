@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.eval.generation import greedy_completions
 from corrgrpo.utils.jsonl import read_jsonl
 
 _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
@@ -104,57 +105,6 @@ def write_predictions(
 # ---------------------------------------------------------------- generation
 
 
-def _prompt_text(tokenizer: Any, messages: list[dict[str, str]]) -> str:
-    if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    # Base models without a chat template: plain concatenation of the turns.
-    return "\n\n".join(m["content"] for m in messages) + "\n\n"
-
-
-def generate_completions(
-    model_name: str,
-    rows: Sequence[dict[str, Any]],
-    *,
-    max_new_tokens: int = 1024,
-    batch_size: int = 8,
-    device: str = "auto",
-    progress: Any = None,
-) -> list[str]:
-    """Greedy completions of every row's chat ``prompt`` with a ``transformers`` model."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if batch_size < 1 or max_new_tokens < 1:
-        raise ValueError("--batch-size and --max-new-tokens must be positive")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = AutoTokenizer.from_pretrained(model_name)
-    tokenizer.padding_side = "left"  # decoder-only generation continues from the right edge
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_name, dtype="auto").to(device).eval()
-    task = progress.add_task("generating", total=len(rows)) if progress is not None else None
-    completions: list[str] = []
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start : start + batch_size]
-        texts = [_prompt_text(tokenizer, row["prompt"]) for row in batch]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
-            device
-        )
-        with torch.no_grad():
-            out = model.generate(
-                **enc,
-                do_sample=False,
-                max_new_tokens=max_new_tokens,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-        new_tokens = out[:, enc["input_ids"].shape[1] :]
-        completions += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-        if task is not None:
-            progress.advance(task, len(batch))
-    return completions
-
-
 # ---------------------------------------------------------------- evaluation
 
 
@@ -239,13 +189,14 @@ def _run(args: argparse.Namespace) -> int:
     err_console = Console(stderr=True)
     with Progress(console=err_console, transient=True) as progress:
         if args.model:
-            completions = generate_completions(
+            task = progress.add_task("generating", total=len(rows))
+            completions = greedy_completions(
                 args.model,
-                rows,
+                [row["prompt"] for row in rows],
                 max_new_tokens=args.max_new_tokens,
                 batch_size=args.batch_size,
                 device=args.device,
-                progress=progress,
+                on_batch=lambda n: progress.advance(task, n),
             )
             if args.save_predictions:
                 write_predictions(args.save_predictions, rows, completions)
