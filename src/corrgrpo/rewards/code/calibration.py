@@ -20,16 +20,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-CACHE_ENV = "CORRGRPO_CACHE_DIR"
+from corrgrpo.utils.cache import cache_dir
 
 
 def default_cache_dir() -> Path:
-    """``$CORRGRPO_CACHE_DIR`` or ``$XDG_CACHE_HOME/corrgrpo`` (``~/.cache/corrgrpo``)."""
-    root = os.environ.get(CACHE_ENV)
-    if root:
-        return Path(root).expanduser() / "reference_runtimes"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "corrgrpo" / "reference_runtimes"
+    """Reference runtimes under corrgrpo's cache (see :mod:`corrgrpo.utils.cache`)."""
+    return cache_dir("reference_runtimes")
 
 
 @dataclass(frozen=True)
