@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import statistics
 
-from corrgrpo.rewards.agent.cases import build_cases
-from corrgrpo.rewards.agent.environment import AgentEnvironment
-from corrgrpo.rewards.agent.policies import GroundTruthPolicy
+from corrgrpo.domains.agent.cases import build_cases
+from corrgrpo.domains.agent.environment import AgentEnvironment
+from corrgrpo.domains.agent.policies import GroundTruthPolicy
 from corrgrpo.utils.progress import progress_bar
 
 

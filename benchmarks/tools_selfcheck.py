@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from corrgrpo.rewards.tools import parse_reference, rlla_metrics, score_response
+from corrgrpo.domains.tools import parse_reference, rlla_metrics, score_response
 
 ROOT = Path(__file__).resolve().parents[1]
 Calls = list[dict[str, Any]]

@@ -14,7 +14,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 @pytest.fixture(scope="session")
 def banking_tokenizer() -> Any:
-    from corrgrpo.rewards.agent.prompting import system_prompt
+    from corrgrpo.domains.agent.prompting import system_prompt
 
     corpus = [system_prompt("banking"), "<tool_call>\n{\"name\": \"x\", \"arguments\": {}}\n</tool_call>"]
     return build_tokenizer(corpus)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from corrgrpo.rewards.agent.cases import AgentCase, build_cases, count_cases, split_of
-from corrgrpo.rewards.agent.prompting import initial_messages
-from corrgrpo.rewards.agent.suites import get_suite, injection_candidates
+from corrgrpo.domains.agent.cases import AgentCase, build_cases, count_cases, split_of
+from corrgrpo.domains.agent.prompting import initial_messages
+from corrgrpo.domains.agent.suites import get_suite, injection_candidates
 
 
 def test_agent_case_counts_and_split_match_the_paper() -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from corrgrpo.rewards.agent.cases import AgentCase, build_cases
-from corrgrpo.rewards.agent.environment import AgentEnvironment, replay
-from corrgrpo.rewards.agent.policies import GroundTruthPolicy
-from corrgrpo.rewards.agent.rollout import run_episodes
-from corrgrpo.rewards.agent.toolcalls import format_tool_call
+from corrgrpo.domains.agent.cases import AgentCase, build_cases
+from corrgrpo.domains.agent.environment import AgentEnvironment, replay
+from corrgrpo.domains.agent.policies import GroundTruthPolicy
+from corrgrpo.domains.agent.rollout import run_episodes
+from corrgrpo.domains.agent.toolcalls import format_tool_call
 
 
 def _clean(suite: str, task: str) -> AgentCase:

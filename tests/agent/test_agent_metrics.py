@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from corrgrpo.rewards.agent.environment import EpisodeResult
-from corrgrpo.rewards.agent.metrics import format_table, joint_accuracy, summarize
+from corrgrpo.domains.agent.environment import EpisodeResult
+from corrgrpo.domains.agent.metrics import format_table, joint_accuracy, summarize
 
 
 def _result(suite: str, task: str, injection: str | None, util: float, success: bool | None) -> EpisodeResult:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from corrgrpo.rewards.agent.cases import build_cases
-from corrgrpo.rewards.agent.policies import GroundTruthPolicy, ObedientPolicy
-from corrgrpo.rewards.agent.reference import agentdojo_ground_truth_verdict, compare_with_agentdojo
-from corrgrpo.rewards.agent.rollout import run_episodes
+from corrgrpo.domains.agent.cases import build_cases
+from corrgrpo.domains.agent.policies import GroundTruthPolicy, ObedientPolicy
+from corrgrpo.domains.agent.reference import agentdojo_ground_truth_verdict, compare_with_agentdojo
+from corrgrpo.domains.agent.rollout import run_episodes
 
 
 def test_agent_ground_truth_utility_matches_agentdojo_for_every_user_task() -> None:

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from corrgrpo.rewards.agent import compute_score, r_sec, r_util
-from corrgrpo.rewards.agent.cases import build_cases
-from corrgrpo.rewards.agent.policies import GroundTruthPolicy, ObedientPolicy
-from corrgrpo.rewards.agent.rewards import assistant_turns
-from corrgrpo.rewards.agent.rollout import run_episodes
-from corrgrpo.rewards.agent.task import case_rows
-from corrgrpo.tasks.base import get_task
+from corrgrpo.domains.agent import compute_score, r_sec, r_util
+from corrgrpo.domains.agent.cases import build_cases
+from corrgrpo.domains.agent.policies import GroundTruthPolicy, ObedientPolicy
+from corrgrpo.domains.agent.rewards import assistant_turns
+from corrgrpo.domains.agent.rollout import run_episodes
+from corrgrpo.domains.agent.task import case_rows
+from corrgrpo.domains.base import get_task
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_agent_task_is_registered_with_two_components() -> None:
 def test_agent_verl_rows_round_trip_through_compute_score(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import pandas as pd
 
-    from corrgrpo.data.agent import verl_rows, write_cases
+    from corrgrpo.domains.agent.data import verl_rows, write_cases
 
     rows = verl_rows("eval", suites=["slack"])
     assert len(rows) == 66 and rows[0]["prompt"][1]["role"] == "user"

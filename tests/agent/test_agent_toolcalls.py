@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from corrgrpo.rewards.agent.toolcalls import format_tool_call, parse_tool_calls
+from corrgrpo.domains.agent.toolcalls import format_tool_call, parse_tool_calls
 
 
 def test_agent_parses_several_calls_and_keeps_the_prose() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from corrgrpo.rewards.agent.policies import AgentPolicy
-from corrgrpo.rewards.agent.toolcalls import format_tool_call
-from corrgrpo.rewards.agent.transfer import (
+from corrgrpo.domains.agent.policies import AgentPolicy
+from corrgrpo.domains.agent.toolcalls import format_tool_call
+from corrgrpo.domains.agent.transfer import (
     asb_metrics,
     injecagent_messages,
     injecagent_scores,

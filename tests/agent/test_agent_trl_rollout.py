@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 
-from corrgrpo.rewards.agent.cases import AgentCase, build_cases
-from corrgrpo.rewards.agent.policies import GroundTruthPolicy
-from corrgrpo.rewards.agent.rollout import run_episodes
-from corrgrpo.rewards.agent.trl_rollout import generate_episodes, template_tool_role
+from corrgrpo.domains.agent.cases import AgentCase, build_cases
+from corrgrpo.domains.agent.policies import GroundTruthPolicy
+from corrgrpo.domains.agent.rollout import run_episodes
+from corrgrpo.integrations.trl.agent_rollout import generate_episodes, template_tool_role
 
 
 class ScriptedLM(torch.nn.Module):
@@ -58,8 +58,8 @@ def test_agent_token_rollout_masks_tool_tokens_and_scores_like_the_environment(b
 def test_agent_two_step_grpo_training_on_cpu(banking_tokenizer, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from agent_helpers import build_tiny_model
 
+    from corrgrpo.domains.base import get_task
     from corrgrpo.integrations.trl import CorrGRPOConfig, CorrGRPOTrainer
-    from corrgrpo.tasks.base import get_task
 
     task = get_task(
         "agent", suites=["banking"], include_clean=False, max_cases=2, max_turns=3, max_new_tokens=16

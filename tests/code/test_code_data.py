@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from corrgrpo.data.code import (
+from corrgrpo.domains.code.data import (
     ROW_COLUMNS,
     decode_lcb_tests,
     load_benchmark,

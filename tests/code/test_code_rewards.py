@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from corrgrpo.data.code import load_lcb, load_mbpp, make_row
-from corrgrpo.rewards.code import (
+from corrgrpo.domains.code import (
     COMPONENTS,
     DEFAULT_WEIGHTS,
     REWARD_WEIGHTS,
     CodeScorer,
-    compute_score,
     make_reward_functions,
 )
-from corrgrpo.rewards.code.calibration import RuntimeCache
-from corrgrpo.rewards.code.execution import Job, Outcome, SandboxExecutor
+from corrgrpo.domains.code.calibration import RuntimeCache
+from corrgrpo.domains.code.data import load_lcb, load_mbpp, make_row
+from corrgrpo.domains.code.execution import Job, Outcome, SandboxExecutor
+from corrgrpo.integrations.verl.code_score import compute_score
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "code"
@@ -294,7 +294,7 @@ def test_code_stdin_and_assert_modes(scorer: CodeScorer) -> None:
 
 
 def test_code_task_registered(executor: SandboxExecutor, tmp_path: Path) -> None:
-    from corrgrpo.tasks.base import get_task
+    from corrgrpo.domains.base import get_task
 
     scorer = CodeScorer(executor, runtime_cache=RuntimeCache(tmp_path))
     task = get_task("code", benchmark="mbpp", source=FIXTURES / "mbpp_sample.jsonl", scorer=scorer)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from corrgrpo.rewards.code.extract import completion_text, extract_code, format_reward
-from corrgrpo.rewards.code.static import (
+from corrgrpo.domains.code.extract import completion_text, extract_code, format_reward
+from corrgrpo.domains.code.static import (
     ast_similarity,
     ast_structure,
     build_program,

@@ -16,12 +16,12 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "code"
 
 def test_code_task_rewards_drive_a_trl_step(tmp_path: Path) -> None:
     pytest.importorskip("trl")
+    from corrgrpo.domains.base import get_task
+    from corrgrpo.domains.code import COMPONENTS, CodeScorer
+    from corrgrpo.domains.code.calibration import RuntimeCache
+    from corrgrpo.domains.code.execution import SandboxExecutor
     from corrgrpo.integrations.trl import CorrGRPOConfig, CorrGRPOTrainer
     from corrgrpo.models.tiny import save_tiny_model_and_tokenizer
-    from corrgrpo.rewards.code import COMPONENTS, CodeScorer
-    from corrgrpo.rewards.code.calibration import RuntimeCache
-    from corrgrpo.rewards.code.execution import SandboxExecutor
-    from corrgrpo.tasks.base import get_task
 
     model_dir = save_tiny_model_and_tokenizer(
         str(tmp_path / "tiny"), hidden_size=16, num_layers=1, num_heads=2, seed=0

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from tools_helpers import API_BANK, FIXTURES
 
-from corrgrpo.data.tools import (
+from corrgrpo.domains.tools import parse_reference, score_response
+from corrgrpo.domains.tools.data import (
     detect_kind,
     level_of,
     load_api_bank,
@@ -17,7 +18,6 @@ from corrgrpo.data.tools import (
     load_tool_rows,
     to_verl_records,
 )
-from corrgrpo.rewards.tools import parse_reference, score_response
 
 SLICE = FIXTURES / "rlla_slice.json"
 VERL_DIR = FIXTURES / "rlla_verl"

@@ -10,8 +10,8 @@ import pytest
 from tools_helpers import FIXTURES, call, rlla
 
 from corrgrpo.cli import main
-from corrgrpo.data.tools import load_api_bank, load_rlla
-from corrgrpo.tasks.base import get_task
+from corrgrpo.domains.base import get_task
+from corrgrpo.domains.tools.data import load_api_bank, load_rlla
 
 SLICE = FIXTURES / "rlla_slice.json"
 API_DIR = FIXTURES / "api_bank"
@@ -186,7 +186,7 @@ def test_tools_task_eval_split_source() -> None:
 
 
 def test_tools_reward_functions_need_a_reference_column() -> None:
-    from corrgrpo.rewards.tools import tool_name
+    from corrgrpo.domains.tools import tool_name
 
     with pytest.raises(ValueError, match="ground_truth"):
         tool_name(prompts=["p"], completions=["c"], answer=["x"])
@@ -197,7 +197,7 @@ def test_tools_reward_functions_need_a_reference_column() -> None:
 
 
 def test_tools_compute_score_verl_signature() -> None:
-    from corrgrpo.rewards.tools import compute_score
+    from corrgrpo.domains.tools import compute_score
 
     ref = rlla(call("a", x=1))
     got = compute_score("rlla", rlla(call("a", x=2)), ref, extra_info={"index": 3}, num_turns=1)

@@ -8,14 +8,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tools_helpers import call, rlla
 
-from corrgrpo.rewards.tools import (
+from corrgrpo.domains.tools import (
     REWARD_RANGES,
     ToolCall,
     completion_text,
     parse_response,
     score_response,
 )
-from corrgrpo.rewards.tools.parser import STRUCTURE_TAGS
+from corrgrpo.domains.tools.parser import STRUCTURE_TAGS
 
 REF = rlla(call("search", q="Alex Ferguson", limit=3), call("fetch", id=1))
 GOLD_OUTPUTS = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tools_helpers import call, rlla
 
-from corrgrpo.rewards.tools import (
+from corrgrpo.domains.tools import (
     content_scores,
     match_calls,
     multiset_jaccard,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from corrgrpo.rewards.tools import (
+from corrgrpo.domains.tools import (
     compute_score,
     format_reward,
     param_name,

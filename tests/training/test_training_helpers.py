@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from corrgrpo.domains import get_task
 from corrgrpo.models.tiny import build_tiny_model_and_tokenizer
-from corrgrpo.tasks import get_task
 from corrgrpo.training.policy_eval import evaluate_policy
 from corrgrpo.training.run import filter_long_prompts
 from corrgrpo.training.warmstart import supervised_warm_start

@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from corrgrpo.tasks import get_task
-from corrgrpo.tasks.toy import ToyTask
+from corrgrpo.domains import get_task
+from corrgrpo.domains.toy.task import ToyTask
 
 
 @pytest.fixture(scope="module")

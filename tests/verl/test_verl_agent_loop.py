@@ -19,9 +19,9 @@ def _run_episode(row: dict, policy_cls: type) -> tuple[object, object]:
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
     from verl.workers.rollout.replica import TokenOutput
 
+    from corrgrpo.domains.agent import AgentEnvironment
     from corrgrpo.integrations.verl.agent_loop import AGENT_NAME, AgentDojoAgentLoop, case_of
     from corrgrpo.models.tiny import build_tiny_tokenizer
-    from corrgrpo.rewards.agent import AgentEnvironment
 
     assert _agent_loop_registry[AGENT_NAME]["_target_"].endswith("AgentDojoAgentLoop")
     tokenizer = build_tiny_tokenizer()
@@ -80,7 +80,7 @@ def _pick(rows, *, attacked: bool, suite: str = "banking") -> dict:
 
 
 def test_ground_truth_episode_scores_utility_and_masks_tool_output(rows):
-    from corrgrpo.rewards.agent import GroundTruthPolicy
+    from corrgrpo.domains.agent import GroundTruthPolicy
 
     output, (tokenizer, prompts) = _run_episode(_pick(rows, attacked=False), GroundTruthPolicy)
     info = output.extra_fields["reward_extra_info"]
@@ -96,7 +96,7 @@ def test_ground_truth_episode_scores_utility_and_masks_tool_output(rows):
 
 
 def test_obedient_agent_under_attack_loses_security(rows):
-    from corrgrpo.rewards.agent import GroundTruthPolicy, ObedientPolicy
+    from corrgrpo.domains.agent import GroundTruthPolicy, ObedientPolicy
 
     row = _pick(rows, attacked=True)
     safe, _ = _run_episode(row, GroundTruthPolicy)

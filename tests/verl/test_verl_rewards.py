@@ -85,7 +85,7 @@ def test_code_rows_score_through_verls_loader(tmp_path):
 
 def test_agent_transcripts_score_through_the_dispatcher():
     pytest.importorskip("agentdojo", reason="the agent extra is not installed")
-    from corrgrpo.rewards.agent import AgentCase, AgentEnvironment, GroundTruthPolicy
+    from corrgrpo.domains.agent import AgentCase, AgentEnvironment, GroundTruthPolicy
 
     case = AgentCase(suite="banking", user_task_id="user_task_1")
     policy = GroundTruthPolicy()

@@ -10,9 +10,9 @@ import argparse
 import importlib
 
 DOMAINS: dict[str, tuple[str, str]] = {
-    "code": ("corrgrpo.eval.code", "pass@1 and per-reward means of code completions"),
-    "tools": ("corrgrpo.eval.tools", "RLLA field scores, all-exact, API-Bank accuracy"),
-    "agent": ("corrgrpo.eval.agent", "AgentDojo utility, attack success, joint accuracy"),
+    "code": ("corrgrpo.domains.code.eval", "pass@1 and per-reward means of code completions"),
+    "tools": ("corrgrpo.domains.tools.eval", "RLLA field scores, all-exact, API-Bank accuracy"),
+    "agent": ("corrgrpo.domains.agent.eval", "AgentDojo utility, attack success, joint accuracy"),
 }
 
 

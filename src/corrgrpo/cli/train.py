@@ -151,7 +151,7 @@ def resolve_settings(args: argparse.Namespace) -> Any:
 
 def dry_run_report(settings: Any) -> dict[str, Any]:
     """The resolved settings and the full trainer config a run would use (nothing is loaded)."""
-    from corrgrpo.tasks import get_task
+    from corrgrpo.domains import get_task
     from corrgrpo.training.settings import apply_overrides, build_trainer_config, world_size
 
     task = get_task(settings.task, **settings.task_options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.tasks.base import Task
+from corrgrpo.domains.base import Task
 
 
 def sample_completions(

@@ -28,7 +28,7 @@ CODE_TRUTH_COLUMNS = (
 def code_records(source: str, split: str, limit: int | None = None,
                  benchmark: str = "leetcode") -> list[dict[str, Any]]:
     """verl rows for a code benchmark (LeetCodeDataset by default)."""
-    from corrgrpo.data.code import load_benchmark
+    from corrgrpo.domains.code.data import load_benchmark
 
     rows = load_benchmark(benchmark, source, split=split, limit=limit)
     return [
@@ -48,7 +48,7 @@ def code_records(source: str, split: str, limit: int | None = None,
 
 def tools_records(source: str, split: str, limit: int | None = None) -> list[dict[str, Any]]:
     """verl rows for RLLA tool calling (the ToolRL layout)."""
-    from corrgrpo.data.tools import load_rlla, to_verl_records
+    from corrgrpo.domains.tools.data import load_rlla, to_verl_records
 
     return to_verl_records(load_rlla(source, split, limit=limit), split)
 
@@ -59,7 +59,7 @@ def agent_records(source: str | None, split: str, limit: int | None = None) -> l
     The cases ship with the ``agentdojo`` package, so there is no ``source``. The agent
     domain's rows, each sent to the ``corrgrpo_agentdojo`` agent loop.
     """
-    from corrgrpo.data.agent import verl_rows
+    from corrgrpo.domains.agent.data import verl_rows
     from corrgrpo.integrations.verl.config import AGENT_LOOP_NAME
 
     del source

@@ -1,57 +1,33 @@
-"""Agent domain: AgentDojo tool-use episodes scored for utility (R_util) and security (R_sec).
-
-AgentDojo itself is imported on first use, so importing this package stays cheap.
-"""
+"""Old home of the agent domain: now ``corrgrpo.domains.agent`` (the TRL rollout:
+``corrgrpo.integrations.trl.agent_rollout``). Kept so that existing imports keep working."""
 
 from __future__ import annotations
 
-from corrgrpo.rewards.agent.cases import AgentCase, build_cases, count_cases, split_of
-from corrgrpo.rewards.agent.environment import AgentEnvironment, EpisodeResult, replay
-from corrgrpo.rewards.agent.metrics import format_table, joint_accuracy, summarize
-from corrgrpo.rewards.agent.policies import (
-    AgentPolicy,
-    ChatModelPolicy,
-    GroundTruthPolicy,
-    ObedientPolicy,
-)
-from corrgrpo.rewards.agent.rewards import COMPONENTS, compute_score, r_sec, r_util
-from corrgrpo.rewards.agent.rollout import run_episodes
-from corrgrpo.rewards.agent.toolcalls import format_tool_call, parse_tool_calls
-from corrgrpo.rewards.agent.transfer import (
-    asb_metrics,
-    injecagent_scores,
-    load_asb,
-    load_injecagent,
-    run_asb,
-    run_injecagent,
+from corrgrpo.domains.agent import *  # noqa: F403
+from corrgrpo.domains.agent import __all__ as _domain_names
+from corrgrpo.utils.moved import alias_moved_modules
+
+_MOVED_MODULES = (
+    "cases",
+    "environment",
+    "metrics",
+    "policies",
+    "prompting",
+    "reference",
+    "rewards",
+    "rollout",
+    "suites",
+    "task",
+    "toolcalls",
+    "transfer",
 )
 
-__all__ = [
-    "COMPONENTS",
-    "AgentCase",
-    "AgentEnvironment",
-    "AgentPolicy",
-    "ChatModelPolicy",
-    "EpisodeResult",
-    "GroundTruthPolicy",
-    "ObedientPolicy",
-    "asb_metrics",
-    "build_cases",
-    "compute_score",
-    "count_cases",
-    "format_table",
-    "format_tool_call",
-    "injecagent_scores",
-    "joint_accuracy",
-    "load_asb",
-    "load_injecagent",
-    "parse_tool_calls",
-    "r_sec",
-    "r_util",
-    "replay",
-    "run_asb",
-    "run_episodes",
-    "run_injecagent",
-    "split_of",
-    "summarize",
-]
+alias_moved_modules(
+    __name__,
+    {
+        **{name: f"corrgrpo.domains.agent.{name}" for name in _MOVED_MODULES},
+        "trl_rollout": "corrgrpo.integrations.trl.agent_rollout",
+    },
+)
+
+__all__ = list(_domain_names)

@@ -1,54 +1,20 @@
-"""Code generation rewards (PAPER.md §3): seven components scored on the execution sandbox.
+"""Old home of the code domain: now ``corrgrpo.domains.code`` (verl's ``compute_score``:
+``corrgrpo.integrations.verl.code_score``). Kept so that existing imports keep working."""
 
-* TRL: ``REWARD_FUNCTIONS`` / ``make_reward_functions()`` with ``REWARD_WEIGHTS``
-* verl: ``compute_score(data_source, solution_str, ground_truth, extra_info=None)``
-* ``corrgrpo train --task code``: the ``code`` task (``corrgrpo.rewards.code.task``)
-"""
+from corrgrpo.domains.code import *  # noqa: F403
+from corrgrpo.domains.code import __all__ as _domain_names
+from corrgrpo.integrations.verl.code_score import compute_score
+from corrgrpo.utils.moved import alias_moved_modules
 
-from corrgrpo.rewards.code.extract import ExtractedCode, completion_text, extract_code
-from corrgrpo.rewards.code.rewards import (
-    REWARD_FUNCTIONS,
-    REWARD_WEIGHTS,
-    CodeRewardFunction,
-    ast_reward,
-    compile_reward,
-    efficiency_reward,
-    format_reward,
-    get_default_scorer,
-    make_reward_functions,
-    pass_reward,
-    runtime_reward,
-    syntax_reward,
+alias_moved_modules(
+    __name__,
+    {
+        **{
+            name: f"corrgrpo.domains.code.{name}"
+            for name in ("calibration", "execution", "extract", "rewards", "scoring", "static", "task")
+        },
+        "verl_score": "corrgrpo.integrations.verl.code_score",
+    },
 )
-from corrgrpo.rewards.code.scoring import (
-    COMPONENTS,
-    DEFAULT_WEIGHTS,
-    CodeScore,
-    CodeScorer,
-    summarize_scores,
-)
-from corrgrpo.rewards.code.verl_score import compute_score
 
-__all__ = [
-    "COMPONENTS",
-    "DEFAULT_WEIGHTS",
-    "REWARD_FUNCTIONS",
-    "REWARD_WEIGHTS",
-    "CodeRewardFunction",
-    "CodeScore",
-    "CodeScorer",
-    "ExtractedCode",
-    "ast_reward",
-    "compile_reward",
-    "completion_text",
-    "compute_score",
-    "efficiency_reward",
-    "extract_code",
-    "format_reward",
-    "get_default_scorer",
-    "make_reward_functions",
-    "pass_reward",
-    "runtime_reward",
-    "summarize_scores",
-    "syntax_reward",
-]
+__all__ = [*_domain_names, "compute_score"]

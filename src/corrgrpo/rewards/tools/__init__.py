@@ -1,64 +1,16 @@
-"""Tool-calling domain (RLLA / ToolRL format): parser, four rewards, metrics.
+"""Old home of the tool-calling domain: now ``corrgrpo.domains.tools``. Kept so that existing
+imports keep working."""
 
-verl: ``custom_reward_function.path`` pointing at this package's ``reward_funcs.py`` with
-``name=compute_score``, or import :func:`compute_score` from here.
-"""
+from corrgrpo.domains.tools import *  # noqa: F403
+from corrgrpo.domains.tools import __all__ as _domain_names
+from corrgrpo.utils.moved import alias_moved_modules
 
-from corrgrpo.rewards.tools.metrics import api_bank_metrics, rlla_metrics
-from corrgrpo.rewards.tools.parser import (
-    ParsedResponse,
-    ParseIssue,
-    ToolCall,
-    completion_text,
-    parse_response,
-)
-from corrgrpo.rewards.tools.reward_funcs import (
-    REWARD_FUNCS,
-    compute_score,
-    format_reward,
-    param_name,
-    param_value,
-    score_batch,
-    tool_name,
-)
-from corrgrpo.rewards.tools.rewards import (
-    COMPONENTS,
-    REWARD_RANGES,
-    ContentScores,
-    Reference,
-    ToolRewards,
-    content_scores,
-    format_ok,
-    match_calls,
-    multiset_jaccard,
-    parse_reference,
-    score_response,
+alias_moved_modules(
+    __name__,
+    {
+        name: f"corrgrpo.domains.tools.{name}"
+        for name in ("metrics", "parser", "reward_funcs", "rewards", "task")
+    },
 )
 
-__all__ = [
-    "COMPONENTS",
-    "REWARD_FUNCS",
-    "REWARD_RANGES",
-    "ContentScores",
-    "ParseIssue",
-    "ParsedResponse",
-    "Reference",
-    "ToolCall",
-    "ToolRewards",
-    "api_bank_metrics",
-    "completion_text",
-    "compute_score",
-    "content_scores",
-    "format_ok",
-    "format_reward",
-    "match_calls",
-    "multiset_jaccard",
-    "param_name",
-    "param_value",
-    "parse_reference",
-    "parse_response",
-    "rlla_metrics",
-    "score_batch",
-    "score_response",
-    "tool_name",
-]
+__all__ = list(_domain_names)

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.rewards.agent.metrics import joint_accuracy
-from corrgrpo.rewards.agent.policies import AgentPolicy
-from corrgrpo.rewards.agent.toolcalls import format_tool_call, parse_tool_calls
+from corrgrpo.domains.agent.metrics import joint_accuracy
+from corrgrpo.domains.agent.policies import AgentPolicy
+from corrgrpo.domains.agent.toolcalls import format_tool_call, parse_tool_calls
 from corrgrpo.utils.jsonl import read_jsonl
 
 

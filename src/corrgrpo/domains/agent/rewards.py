@@ -6,7 +6,7 @@ is constant within a clean group). Both are 0 for an invalid trajectory.
 
 A completion is scored by replaying its assistant turns against a fresh environment (tools are
 deterministic), unless the rollout already scored it and passed the result along in the
-``agent_result`` column (what :mod:`corrgrpo.rewards.agent.trl_rollout` does).
+``agent_result`` column (what :mod:`corrgrpo.integrations.trl.agent_rollout` does).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.rewards.agent.cases import AgentCase
-from corrgrpo.rewards.agent.environment import DEFAULT_MAX_TOOL_CHARS, DEFAULT_MAX_TURNS, replay
-from corrgrpo.rewards.agent.toolcalls import RESPONSE_OPEN_TAG, strip_tool_responses
+from corrgrpo.domains.agent.cases import AgentCase
+from corrgrpo.domains.agent.environment import DEFAULT_MAX_TOOL_CHARS, DEFAULT_MAX_TURNS, replay
+from corrgrpo.domains.agent.toolcalls import RESPONSE_OPEN_TAG, strip_tool_responses
 
 COMPONENTS: tuple[str, ...] = ("r_util", "r_sec")
 WEIGHTS: dict[str, float] = {"r_util": 1.0, "r_sec": 1.0}

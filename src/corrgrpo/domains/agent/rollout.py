@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from corrgrpo.rewards.agent.cases import AgentCase
-from corrgrpo.rewards.agent.environment import (
+from corrgrpo.domains.agent.cases import AgentCase
+from corrgrpo.domains.agent.environment import (
     DEFAULT_MAX_TOOL_CHARS,
     DEFAULT_MAX_TURNS,
     AgentEnvironment,
     EpisodeResult,
 )
-from corrgrpo.rewards.agent.policies import AgentPolicy
+from corrgrpo.domains.agent.policies import AgentPolicy
 
 
 def run_episodes(

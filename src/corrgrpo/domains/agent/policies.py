@@ -16,8 +16,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.rewards.agent.environment import DEFAULT_MAX_TURNS, AgentEnvironment
-from corrgrpo.rewards.agent.toolcalls import format_tool_call
+from corrgrpo.domains.agent.environment import DEFAULT_MAX_TURNS, AgentEnvironment
+from corrgrpo.domains.agent.toolcalls import format_tool_call
 
 Messages = list[dict[str, str]]
 
@@ -164,7 +164,7 @@ class ChatModelPolicy(AgentPolicy):
         if tool_role not in ("auto", "tool", "user"):
             raise ValueError(f"tool_role must be 'auto', 'tool' or 'user', got {tool_role!r}")
         if tool_role == "auto":
-            from corrgrpo.rewards.agent.trl_rollout import template_tool_role
+            from corrgrpo.integrations.trl.agent_rollout import template_tool_role
 
             tool_role = template_tool_role(tokenizer)
         if max_new_tokens < 1 or batch_size < 1:

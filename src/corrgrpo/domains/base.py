@@ -107,10 +107,10 @@ def register_task(name: str) -> Callable[[Callable[..., Task]], Callable[..., Ta
 # Built-in tasks register on import of these modules; importing lazily keeps optional
 # dependencies out of the core.
 _BUILTIN_TASK_MODULES: dict[str, str] = {
-    "toy": "corrgrpo.tasks.toy",
-    "code": "corrgrpo.rewards.code.task",
-    "tools": "corrgrpo.rewards.tools.task",
-    "agent": "corrgrpo.rewards.agent.task",
+    "toy": "corrgrpo.domains.toy.task",
+    "code": "corrgrpo.domains.code.task",
+    "tools": "corrgrpo.domains.tools.task",
+    "agent": "corrgrpo.domains.agent.task",
 }
 
 

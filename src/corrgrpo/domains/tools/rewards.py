@@ -19,7 +19,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from corrgrpo.rewards.tools.parser import (
+from corrgrpo.domains.tools.parser import (
     CALL_CLOSE,
     CALL_OPEN,
     RESPONSE_CLOSE,

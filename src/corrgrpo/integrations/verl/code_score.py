@@ -6,7 +6,7 @@ do not apply (no reference solution) are NaN and add nothing to the score. Batch
 managers may pass lists for the first four arguments; a list of dicts comes back.
 
 ``ground_truth`` (a dict or its JSON string) holds the row fields of
-``corrgrpo.data.code``: ``preamble``, ``test``, ``entry_point``, ``reference``,
+``corrgrpo.domains.code.data``: ``preamble``, ``test``, ``entry_point``, ``reference``,
 ``stdin_tests``, ``format_marker``, ``continuation``. The layout of the paper's public
 verl data (``prompt`` = import preamble, ``reference_solution``) is accepted too.
 """
@@ -18,8 +18,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from corrgrpo.rewards.code.rewards import get_default_scorer
-from corrgrpo.rewards.code.scoring import COMPONENTS, CodeScore, CodeScorer
+from corrgrpo.domains.code.rewards import get_default_scorer
+from corrgrpo.domains.code.scoring import COMPONENTS, CodeScore, CodeScorer
 
 
 def ground_truth_row(ground_truth: Any) -> dict[str, Any]:

@@ -26,15 +26,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from corrgrpo.rewards.code.calibration import (
+from corrgrpo.domains.code.calibration import (
     INCONCLUSIVE_STATUSES,
     RuntimeCache,
     problem_key,
     summarize_runs,
 )
-from corrgrpo.rewards.code.execution import Executor, Job, Outcome, default_executor
-from corrgrpo.rewards.code.extract import completion_text, extract_code, format_reward
-from corrgrpo.rewards.code.static import ast_similarity, build_program, compiles, syntax_reward
+from corrgrpo.domains.code.execution import Executor, Job, Outcome, default_executor
+from corrgrpo.domains.code.extract import completion_text, extract_code, format_reward
+from corrgrpo.domains.code.static import ast_similarity, build_program, compiles, syntax_reward
 
 COMPONENTS = ("format", "syntax", "compile", "runtime", "pass", "ast", "efficiency")
 

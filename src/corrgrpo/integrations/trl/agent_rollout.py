@@ -18,14 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from corrgrpo.rewards.agent.cases import AgentCase
-from corrgrpo.rewards.agent.environment import (
+from corrgrpo.domains.agent.cases import AgentCase
+from corrgrpo.domains.agent.environment import (
     DEFAULT_MAX_TOOL_CHARS,
     DEFAULT_MAX_TURNS,
     AgentEnvironment,
     EpisodeResult,
 )
-from corrgrpo.rewards.agent.rewards import result_scores
+from corrgrpo.domains.agent.rewards import result_scores
 
 _SENTINEL = "\x1fASSISTANT-TURN-END\x1f"
 _TOOL_SENTINEL = "\x1fTOOL-RESULT\x1f"

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.rewards.agent.cases import AgentCase, build_cases
-from corrgrpo.rewards.agent.environment import DEFAULT_MAX_TOOL_CHARS, DEFAULT_MAX_TURNS
-from corrgrpo.rewards.agent.prompting import initial_messages
-from corrgrpo.rewards.agent.rewards import WEIGHTS, r_sec, r_util
-from corrgrpo.rewards.agent.suites import DEFAULT_ATTACKS, DEFAULT_BENCHMARK_VERSION
-from corrgrpo.tasks.base import RewardComponent, Task, register_task
+from corrgrpo.domains.agent.cases import AgentCase, build_cases
+from corrgrpo.domains.agent.environment import DEFAULT_MAX_TOOL_CHARS, DEFAULT_MAX_TURNS
+from corrgrpo.domains.agent.prompting import initial_messages
+from corrgrpo.domains.agent.rewards import WEIGHTS, r_sec, r_util
+from corrgrpo.domains.agent.suites import DEFAULT_ATTACKS, DEFAULT_BENCHMARK_VERSION
+from corrgrpo.domains.base import RewardComponent, Task, register_task
 
 
 def case_rows(cases: Sequence[AgentCase]) -> list[dict[str, Any]]:
@@ -83,7 +83,7 @@ class AgentTask(Task):
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """Extra ``GRPOTrainer`` keyword arguments for multi-turn AgentDojo rollouts."""
-        from corrgrpo.rewards.agent.trl_rollout import AgentRollout, AgentRolloutEnvironment
+        from corrgrpo.integrations.trl.agent_rollout import AgentRollout, AgentRolloutEnvironment
 
         return {
             "environment_factory": AgentRolloutEnvironment,
@@ -96,9 +96,9 @@ class AgentTask(Task):
 
     def evaluate(self, rows: Sequence[dict[str, Any]], completions: Sequence[Any]) -> dict[str, float]:
         """Clean utility, utility under attack, ASR and Joint Accuracy of given transcripts."""
-        from corrgrpo.rewards.agent.environment import replay
-        from corrgrpo.rewards.agent.metrics import summarize
-        from corrgrpo.rewards.agent.rewards import assistant_turns
+        from corrgrpo.domains.agent.environment import replay
+        from corrgrpo.domains.agent.metrics import summarize
+        from corrgrpo.domains.agent.rewards import assistant_turns
 
         if len(rows) != len(completions):
             raise ValueError("rows and completions differ in length")

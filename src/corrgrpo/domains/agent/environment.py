@@ -20,15 +20,15 @@ import ast
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from corrgrpo.rewards.agent.cases import AgentCase
-from corrgrpo.rewards.agent.prompting import initial_messages
-from corrgrpo.rewards.agent.suites import (
+from corrgrpo.domains.agent.cases import AgentCase
+from corrgrpo.domains.agent.prompting import initial_messages
+from corrgrpo.domains.agent.suites import (
     get_injection_task,
     get_suite,
     get_user_task,
     load_environment,
 )
-from corrgrpo.rewards.agent.toolcalls import ToolCall, parse_tool_calls
+from corrgrpo.domains.agent.toolcalls import ToolCall, parse_tool_calls
 
 DEFAULT_MAX_TURNS = 8
 DEFAULT_MAX_TOOL_CHARS = 6000

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from corrgrpo.rewards.agent.suites import DEFAULT_BENCHMARK_VERSION, get_user_task, tool_schemas
-from corrgrpo.rewards.agent.toolcalls import CLOSE_TAG, OPEN_TAG
+from corrgrpo.domains.agent.suites import DEFAULT_BENCHMARK_VERSION, get_user_task, tool_schemas
+from corrgrpo.domains.agent.toolcalls import CLOSE_TAG, OPEN_TAG
 
 _TOOL_FORMAT = f"""# Tools
 

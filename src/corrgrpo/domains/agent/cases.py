@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from corrgrpo.rewards.agent.suites import (
+from corrgrpo.domains.agent.suites import (
     DEFAULT_ATTACKS,
     DEFAULT_BENCHMARK_VERSION,
     DEFAULT_TARGET_MODEL_NAME,

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from corrgrpo.rewards.agent.cases import AgentCase
-from corrgrpo.rewards.agent.environment import EpisodeResult
-from corrgrpo.rewards.agent.suites import get_injection_task, get_suite, get_user_task
+from corrgrpo.domains.agent.cases import AgentCase
+from corrgrpo.domains.agent.environment import EpisodeResult
+from corrgrpo.domains.agent.suites import get_injection_task, get_suite, get_user_task
 
 
 def _replay_pipeline(calls: Sequence[Any], final_output: str) -> Any:

@@ -48,7 +48,7 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _policy(args: argparse.Namespace) -> Any:
-    from corrgrpo.rewards.agent.policies import SCRIPTED_POLICIES, ChatModelPolicy
+    from corrgrpo.domains.agent.policies import SCRIPTED_POLICIES, ChatModelPolicy
 
     if args.policy in SCRIPTED_POLICIES:
         return SCRIPTED_POLICIES[args.policy](max_turns=args.max_turns)
@@ -77,7 +77,7 @@ def _agentdojo_own_failures(results: list[Any]) -> list[dict[str, Any]]:
 def _uncounted_injections(cases: list[Any], results: list[Any]) -> list[dict[str, Any]]:
     """Attacked cases where every call of the injection task's ground truth ran without error,
     yet AgentDojo's security check does not count the injection as achieved."""
-    from corrgrpo.rewards.agent.suites import get_injection_task, load_environment
+    from corrgrpo.domains.agent.suites import get_injection_task, load_environment
 
     uncounted = []
     for case, result in zip(cases, results, strict=True):
@@ -92,9 +92,9 @@ def _uncounted_injections(cases: list[Any], results: list[Any]) -> list[dict[str
 
 
 def run(args: argparse.Namespace) -> int:
-    from corrgrpo.rewards.agent.cases import build_cases, count_cases
-    from corrgrpo.rewards.agent.metrics import format_table, summarize
-    from corrgrpo.rewards.agent.rollout import run_episodes
+    from corrgrpo.domains.agent.cases import build_cases, count_cases
+    from corrgrpo.domains.agent.metrics import format_table, summarize
+    from corrgrpo.domains.agent.rollout import run_episodes
 
     suites = [s for s in args.suites.split(",") if s] or None
     attacks = [a for a in args.attacks.split(",") if a]
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if args.policy == "obedient":
         report["injections_done_but_not_counted"] = _uncounted_injections(cases, results)
     if args.check_agentdojo:
-        from corrgrpo.rewards.agent.reference import compare_with_agentdojo
+        from corrgrpo.domains.agent.reference import compare_with_agentdojo
 
         mismatches = []
         for case, result in zip(cases, results, strict=True):

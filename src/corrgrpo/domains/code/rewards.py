@@ -12,8 +12,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.data.code import SCORING_COLUMNS
-from corrgrpo.rewards.code.scoring import COMPONENTS, DEFAULT_WEIGHTS, CodeScore, CodeScorer
+from corrgrpo.domains.code.data import SCORING_COLUMNS
+from corrgrpo.domains.code.scoring import COMPONENTS, DEFAULT_WEIGHTS, CodeScore, CodeScorer
 
 _default_scorer: CodeScorer | None = None
 _default_lock = threading.Lock()
@@ -33,7 +33,7 @@ def rows_from_columns(n: int, columns: dict[str, Any]) -> list[dict[str, Any]]:
     if "test" not in columns and "stdin_tests" not in columns:
         raise ValueError(
             "code rewards need the dataset columns 'test' and 'entry_point' (function problems) "
-            "or 'stdin_tests' (stdin/stdout problems); load data with corrgrpo.data.code"
+            "or 'stdin_tests' (stdin/stdout problems); load data with corrgrpo.domains.code.data"
         )
     rows: list[dict[str, Any]] = [{} for _ in range(n)]
     for name in SCORING_COLUMNS + ("task_id",):

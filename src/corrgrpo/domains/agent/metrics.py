@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.rewards.agent.environment import EpisodeResult
+from corrgrpo.domains.agent.environment import EpisodeResult
 
 METRIC_NAMES: tuple[str, ...] = (
     "clean_utility",

@@ -40,7 +40,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.tasks.base import RewardComponent, Task, register_task
+from corrgrpo.domains.base import RewardComponent, Task, register_task
 
 #: every character a prompt or completion of the toy task uses (the tiny tokenizer's alphabet)
 TOY_ALPHABET = "0123456789=<>/a!?x"

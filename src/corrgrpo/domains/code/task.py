@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.rewards.code.rewards import CodeRewardFunction
-from corrgrpo.rewards.code.scoring import COMPONENTS, CodeScorer, summarize_scores
-from corrgrpo.tasks.base import RewardComponent, Task, register_task
+from corrgrpo.domains.base import RewardComponent, Task, register_task
+from corrgrpo.domains.code.rewards import CodeRewardFunction
+from corrgrpo.domains.code.scoring import COMPONENTS, CodeScorer, summarize_scores
 
 
 @register_task("code")
@@ -31,7 +31,7 @@ class CodeTask(Task):
         scorer: CodeScorer | None = None,
         calibration_runs: int = 4,
     ) -> None:
-        from corrgrpo.data.code import BENCHMARKS
+        from corrgrpo.domains.code.data import BENCHMARKS
 
         if benchmark not in BENCHMARKS:
             raise ValueError(f"unknown code benchmark {benchmark!r}; expected one of {BENCHMARKS}")
@@ -47,7 +47,7 @@ class CodeTask(Task):
             raise ValueError("pass weights either to the task or to its scorer, not both")
 
     def rows(self, split: str = "train") -> list[dict[str, Any]]:
-        from corrgrpo.data.code import load_benchmark
+        from corrgrpo.domains.code.data import load_benchmark
 
         return load_benchmark(self.benchmark, self.source, split=split, limit=self.limit)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.eval.generation import greedy_completions
+from corrgrpo.integrations.trl.generation import greedy_completions
 
 BENCHMARK_CHOICES = ("leetcode", "humaneval", "mbpp", "lcb")
 
@@ -63,7 +63,7 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
 
 def load_samples(path: Path) -> list[tuple[str, Any]]:
     """``(task_id, completion)`` pairs from a jsonl file (``completion`` or ``response``)."""
-    from corrgrpo.data.code import read_records
+    from corrgrpo.domains.code.data import read_records
 
     samples = []
     for number, record in enumerate(read_records(path), start=1):
@@ -175,10 +175,10 @@ def print_report(report: dict[str, Any]) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from corrgrpo.data.code import load_benchmark
-    from corrgrpo.rewards.code.calibration import RuntimeCache
-    from corrgrpo.rewards.code.execution import make_executor
-    from corrgrpo.rewards.code.scoring import CodeScorer, summarize_scores
+    from corrgrpo.domains.code.calibration import RuntimeCache
+    from corrgrpo.domains.code.data import load_benchmark
+    from corrgrpo.domains.code.execution import make_executor
+    from corrgrpo.domains.code.scoring import CodeScorer, summarize_scores
 
     try:
         rows = load_benchmark(args.benchmark, args.data, split=args.split, limit=args.limit)

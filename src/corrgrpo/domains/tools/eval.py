@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.eval.generation import greedy_completions
+from corrgrpo.integrations.trl.generation import greedy_completions
 from corrgrpo.utils.jsonl import read_jsonl
 
 _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
@@ -60,7 +60,7 @@ def _completion_of(record: Any, line_no: int, path: str) -> str:
         for key in _COMPLETION_KEYS:
             value = record.get(key)
             if value is not None:
-                from corrgrpo.rewards.tools.parser import completion_text
+                from corrgrpo.domains.tools.parser import completion_text
 
                 return completion_text(value)
     raise ValueError(
@@ -112,9 +112,9 @@ def evaluate_rows(
     kind: str, rows: Sequence[dict[str, Any]], completions: Sequence[str], progress: Any = None
 ) -> dict[str, Any]:
     """Metrics and per-example records for RLLA or API-Bank rows."""
-    from corrgrpo.rewards.tools.metrics import api_bank_metrics, rlla_metrics
-    from corrgrpo.rewards.tools.parser import parse_response
-    from corrgrpo.rewards.tools.reward_funcs import score_batch
+    from corrgrpo.domains.tools.metrics import api_bank_metrics, rlla_metrics
+    from corrgrpo.domains.tools.parser import parse_response
+    from corrgrpo.domains.tools.reward_funcs import score_batch
 
     if len(rows) != len(completions):
         raise ValueError(f"{len(completions)} completions for {len(rows)} rows")
@@ -181,7 +181,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
-    from corrgrpo.data.tools import load_tool_rows
+    from corrgrpo.domains.tools.data import load_tool_rows
 
     kind, rows = load_tool_rows(args.data, split=args.split, kind=args.kind, limit=args.limit)
     if not rows:

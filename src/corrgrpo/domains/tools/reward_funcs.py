@@ -13,8 +13,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from corrgrpo.rewards.tools.parser import completion_text
-from corrgrpo.rewards.tools.rewards import COMPONENTS, ToolRewards, score_response
+from corrgrpo.domains.tools.parser import completion_text
+from corrgrpo.domains.tools.rewards import COMPONENTS, ToolRewards, score_response
 
 _REFERENCE_COLUMNS = ("ground_truth", "reward_model", "output")
 

@@ -1,7 +1,7 @@
 """AgentDojo cases as data files: verl-style RL rows (parquet) and plain JSONL.
 
 Each row carries the opening chat messages and, as ``reward_model.ground_truth``, the case
-description that :func:`corrgrpo.rewards.agent.compute_score` reads back.
+description that :func:`corrgrpo.domains.agent.compute_score` reads back.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ DATA_SOURCE = "agentdojo"
 
 def verl_rows(split: str = "train", **case_options: Any) -> list[dict[str, Any]]:
     """Rows in verl's RL dataset layout for the cases of ``split``."""
-    from corrgrpo.rewards.agent.cases import build_cases
-    from corrgrpo.rewards.agent.prompting import initial_messages
+    from corrgrpo.domains.agent.cases import build_cases
+    from corrgrpo.domains.agent.prompting import initial_messages
 
     rows = []
     for index, case in enumerate(build_cases(split, **case_options)):

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.rewards.tools.metrics import rlla_metrics
-from corrgrpo.rewards.tools.reward_funcs import REWARD_FUNCS, score_batch
-from corrgrpo.tasks.base import RewardComponent, Task, register_task
+from corrgrpo.domains.base import RewardComponent, Task, register_task
+from corrgrpo.domains.tools.metrics import rlla_metrics
+from corrgrpo.domains.tools.reward_funcs import REWARD_FUNCS, score_batch
 
 
 @register_task("tools")
@@ -40,7 +40,7 @@ class ToolsTask(Task):
 
     def rows(self, split: str = "train") -> list[dict[str, Any]]:
         """Normalized rows (``prompt``, ``ground_truth``, ``data_source``, ``index``)."""
-        from corrgrpo.data.tools import load_rlla
+        from corrgrpo.domains.tools.data import load_rlla
 
         use_eval = split != "train" and self.eval_source is not None
         source = self.eval_source if use_eval else self.source
