@@ -13,6 +13,7 @@ from corrgrpo.domains.agent.rewards import assistant_turns
 from corrgrpo.domains.agent.rollout import run_episodes
 from corrgrpo.domains.agent.task import case_rows
 from corrgrpo.domains.base import get_task
+from corrgrpo.integrations.trl.tasks import task_trainer_kwargs
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,7 @@ def test_agent_task_is_registered_with_two_components() -> None:
     assert task.component_names == ["r_util", "r_sec"] and task.weights == [1.0, 1.0]
     rows = [dict(r) for r in task.load_dataset("eval")]
     assert len(rows) == 3 and rows[0]["prompt"][0]["role"] == "system"
-    kwargs = task.trainer_kwargs()
+    kwargs = task_trainer_kwargs(task)
     assert set(kwargs) == {"environment_factory", "rollout_func"}
     completions = [[{"role": "assistant", "content": "I cannot help."}]] * 3
     metrics = task.evaluate(rows, completions)

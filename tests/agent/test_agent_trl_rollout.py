@@ -60,6 +60,7 @@ def test_agent_two_step_grpo_training_on_cpu(banking_tokenizer, tmp_path) -> Non
 
     from corrgrpo.domains.base import get_task
     from corrgrpo.integrations.trl import CorrGRPOConfig, CorrGRPOTrainer
+    from corrgrpo.integrations.trl.tasks import task_trainer_kwargs
 
     task = get_task(
         "agent", suites=["banking"], include_clean=False, max_cases=2, max_turns=3, max_new_tokens=16
@@ -80,7 +81,7 @@ def test_agent_two_step_grpo_training_on_cpu(banking_tokenizer, tmp_path) -> Non
     )
     trainer = CorrGRPOTrainer(
         model=model, reward_funcs=task.reward_funcs, args=args, train_dataset=dataset,
-        processing_class=banking_tokenizer, **task.trainer_kwargs(),
+        processing_class=banking_tokenizer, **task_trainer_kwargs(task),
     )
     trainer.train()
     assert trainer.state.global_step == 2

@@ -1,19 +1,36 @@
 """``corrgrpo eval {code,tools,agent}``: each domain registers its own evaluation subcommand.
 
 A domain module exposes ``add_eval_parser(parser)`` that adds its arguments and sets
-``func``; it is imported only when that domain is evaluated.
+``func``; it is imported only when that domain is evaluated. Domains do not load models
+themselves (they never import ``transformers``): this command hands them ``args.generate``
+(greedy completions of a model) and ``args.load_chat_policy`` (a chat-model agent policy).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+from typing import Any
 
 DOMAINS: dict[str, tuple[str, str]] = {
     "code": ("corrgrpo.domains.code.eval", "pass@1 and per-reward means of code completions"),
     "tools": ("corrgrpo.domains.tools.eval", "RLLA field scores, all-exact, API-Bank accuracy"),
     "agent": ("corrgrpo.domains.agent.eval", "AgentDojo utility, attack success, joint accuracy"),
 }
+
+
+def generate(model: str, prompts: list[Any], **options: Any) -> list[str]:
+    """Greedy completions of ``model`` for ``prompts`` (``transformers`` loads on first use)."""
+    from corrgrpo.integrations.trl.generation import greedy_completions
+
+    return greedy_completions(model, prompts, **options)
+
+
+def load_chat_policy(name_or_path: str, **options: Any) -> Any:
+    """A chat-model agent policy for ``corrgrpo eval agent --policy MODEL``."""
+    from corrgrpo.integrations.trl.agent_policy import ChatModelPolicy
+
+    return ChatModelPolicy.from_pretrained(name_or_path, **options)
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -26,3 +43,4 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
             p.set_defaults(_missing=err, func=None)
             continue
         module.add_eval_parser(p)
+        p.set_defaults(generate=generate, load_chat_policy=load_chat_policy)

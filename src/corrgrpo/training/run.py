@@ -104,6 +104,7 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
     from transformers import PrinterCallback, ProgressCallback
 
     from corrgrpo.integrations.trl import CorrGRPOTrainer
+    from corrgrpo.integrations.trl.tasks import task_trainer_kwargs
     from corrgrpo.training.callbacks import MetricsJsonlCallback, RichProgressCallback
     from corrgrpo.training.plots import plot_run_curves
     from corrgrpo.training.policy_eval import evaluate_policy
@@ -190,7 +191,7 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
-        **task.trainer_kwargs(),  # e.g. the agent task's multi-turn rollout
+        **task_trainer_kwargs(task),  # e.g. the agent task's multi-turn rollout
     )
     trainer.remove_callback(PrinterCallback)  # raw log dicts would interleave with the bar
     trainer.remove_callback(ProgressCallback)

@@ -10,7 +10,6 @@ from corrgrpo.domains.agent.environment import AgentEnvironment, EpisodeResult, 
 from corrgrpo.domains.agent.metrics import format_table, joint_accuracy, summarize
 from corrgrpo.domains.agent.policies import (
     AgentPolicy,
-    ChatModelPolicy,
     GroundTruthPolicy,
     ObedientPolicy,
 )
@@ -31,7 +30,6 @@ __all__ = [
     "AgentCase",
     "AgentEnvironment",
     "AgentPolicy",
-    "ChatModelPolicy",
     "EpisodeResult",
     "GroundTruthPolicy",
     "ObedientPolicy",

@@ -48,11 +48,12 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _policy(args: argparse.Namespace) -> Any:
-    from corrgrpo.domains.agent.policies import SCRIPTED_POLICIES, ChatModelPolicy
+    from corrgrpo.domains.agent.policies import SCRIPTED_POLICIES
 
     if args.policy in SCRIPTED_POLICIES:
         return SCRIPTED_POLICIES[args.policy](max_turns=args.max_turns)
-    return ChatModelPolicy.from_pretrained(
+    # model policies load transformers: corrgrpo.cli.evaluate supplies the loader
+    return args.load_chat_policy(
         args.policy,
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,

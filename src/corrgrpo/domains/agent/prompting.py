@@ -1,9 +1,13 @@
-"""The chat prompt of an episode: system message with the suite's tool schemas, then the task."""
+"""The chat prompt of an episode: system message with the suite's tool schemas, then the task.
+
+Also how a chat template shows tool results (:func:`template_tool_role`).
+"""
 
 from __future__ import annotations
 
 import json
 from functools import lru_cache
+from typing import Any
 
 from corrgrpo.domains.agent.suites import DEFAULT_BENCHMARK_VERSION, get_user_task, tool_schemas
 from corrgrpo.domains.agent.toolcalls import CLOSE_TAG, OPEN_TAG
@@ -45,3 +49,21 @@ def initial_messages(
         {"role": "system", "content": system_prompt(suite, benchmark_version)},
         {"role": "user", "content": prompt},
     ]
+
+
+# A string no chat template writes by itself: seeing it in the render means tool messages show.
+_TOOL_SENTINEL = "\x1fTOOL-RESULT\x1f"
+
+
+def template_tool_role(tokenizer: Any) -> str:
+    """``"tool"`` when the chat template shows tool messages, else ``"user"``."""
+    probe = [
+        {"role": "user", "content": "."},
+        {"role": "assistant", "content": "."},
+        {"role": "tool", "content": _TOOL_SENTINEL},
+    ]
+    try:
+        text = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
+    except Exception:  # noqa: BLE001
+        return "user"
+    return "tool" if _TOOL_SENTINEL in text else "user"

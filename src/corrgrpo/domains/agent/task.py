@@ -81,19 +81,6 @@ class AgentTask(Task):
             RewardComponent("r_sec", sec, WEIGHTS["r_sec"]),
         ]
 
-    def trainer_kwargs(self) -> dict[str, Any]:
-        """Extra ``GRPOTrainer`` keyword arguments for multi-turn AgentDojo rollouts."""
-        from corrgrpo.integrations.trl.agent_rollout import AgentRollout, AgentRolloutEnvironment
-
-        return {
-            "environment_factory": AgentRolloutEnvironment,
-            "rollout_func": AgentRollout(
-                max_turns=self.max_turns,
-                max_tool_chars=self.max_tool_chars,
-                max_new_tokens=self.max_new_tokens,
-            ),
-        }
-
     def evaluate(self, rows: Sequence[dict[str, Any]], completions: Sequence[Any]) -> dict[str, float]:
         """Clean utility, utility under attack, ASR and Joint Accuracy of given transcripts."""
         from corrgrpo.domains.agent.environment import replay

@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.integrations.trl.generation import greedy_completions
-
 BENCHMARK_CHOICES = ("leetcode", "humaneval", "mbpp", "lcb")
 
 
@@ -202,7 +200,7 @@ def run_eval(args: argparse.Namespace) -> int:
         if mode == "model":
             gen_task = bar.add_task("generating", total=len(rows))
             try:
-                completions = greedy_completions(
+                completions = args.generate(  # supplied by corrgrpo.cli.evaluate
                     args.model,
                     [r["prompt"] for r in rows],
                     max_new_tokens=args.max_new_tokens,

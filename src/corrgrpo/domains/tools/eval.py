@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.integrations.trl.generation import greedy_completions
 from corrgrpo.utils.jsonl import read_jsonl
 
 _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
@@ -190,7 +189,7 @@ def _run(args: argparse.Namespace) -> int:
     with Progress(console=err_console, transient=True) as progress:
         if args.model:
             task = progress.add_task("generating", total=len(rows))
-            completions = greedy_completions(
+            completions = args.generate(  # supplied by corrgrpo.cli.evaluate
                 args.model,
                 [row["prompt"] for row in rows],
                 max_new_tokens=args.max_new_tokens,

@@ -25,10 +25,11 @@ from corrgrpo.domains.agent.environment import (
     AgentEnvironment,
     EpisodeResult,
 )
+from corrgrpo.domains.agent.prompting import template_tool_role
 from corrgrpo.domains.agent.rewards import result_scores
+from corrgrpo.domains.agent.task import AgentTask
 
 _SENTINEL = "\x1fASSISTANT-TURN-END\x1f"
-_TOOL_SENTINEL = "\x1fTOOL-RESULT\x1f"
 
 
 class AgentRolloutEnvironment:
@@ -61,20 +62,6 @@ def _render(tokenizer: Any, messages: list[dict[str, str]], generation_prompt: b
         )
     except Exception as err:  # noqa: BLE001 - templates raise anything (jinja, value errors)
         raise ValueError(f"the tokenizer's chat template cannot render an agent episode: {err}") from err
-
-
-def template_tool_role(tokenizer: Any) -> str:
-    """``"tool"`` when the chat template shows tool messages, else ``"user"``."""
-    probe = [
-        {"role": "user", "content": "."},
-        {"role": "assistant", "content": "."},
-        {"role": "tool", "content": _TOOL_SENTINEL},
-    ]
-    try:
-        text = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
-    except Exception:  # noqa: BLE001
-        return "user"
-    return "tool" if _TOOL_SENTINEL in text else "user"
 
 
 def _as_role(messages: list[dict[str, str]], tool_role: str) -> list[dict[str, str]]:
@@ -265,3 +252,15 @@ class AgentRollout:
             "env_mask": [e.env_mask for e in episodes],
             "agent_result": results,
         }
+
+
+def agent_trainer_kwargs(task: AgentTask) -> dict[str, Any]:
+    """``GRPOTrainer`` keyword arguments that make it play the agent task's episodes."""
+    return {
+        "environment_factory": AgentRolloutEnvironment,
+        "rollout_func": AgentRollout(
+            max_turns=task.max_turns,
+            max_tool_chars=task.max_tool_chars,
+            max_new_tokens=task.max_new_tokens,
+        ),
+    }

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from corrgrpo.domains.agent import *  # noqa: F403
 from corrgrpo.domains.agent import __all__ as _domain_names
 from corrgrpo.utils.moved import alias_moved_modules
@@ -30,4 +32,13 @@ alias_moved_modules(
     },
 )
 
-__all__ = list(_domain_names)
+__all__ = [*_domain_names, "ChatModelPolicy"]  # noqa: F405 - served by __getattr__
+
+
+def __getattr__(name: str) -> Any:
+    # the model policy moved above the domain; import it (and transformers) only when asked
+    if name == "ChatModelPolicy":
+        from corrgrpo.integrations.trl.agent_policy import ChatModelPolicy
+
+        return ChatModelPolicy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
