@@ -11,15 +11,19 @@ component moves the final advantage under each estimator.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from corrgrpo.estimators import compute_advantages, list_estimators
+from corrgrpo.estimators.baselines import GRPO_EPS
+from corrgrpo.estimators.corr_grpo import corr_grpo_denominator, correlation_sum
 from corrgrpo.estimators.groups import Groups
-from corrgrpo.estimators.stats import component_stats, stabilized_root, total_stats
+from corrgrpo.estimators.registry import check_options
+from corrgrpo.estimators.stats import TotalStats, component_stats, total_stats
 
 
 @dataclass
@@ -97,10 +101,16 @@ def diagnose(
     estimators: Sequence[str] | None = None,
     ddof: int = 1,
     q_threshold: float = 0.1,
-    grpo_eps: float = 1e-4,
-    corr_eps: float = 1e-6,
+    grpo_eps: float | None = None,
+    corr_options: Mapping[str, Any] | None = None,
 ) -> Diagnosis:
     """Diagnose multi-component rewards (dense (B, G, K) or flat (N, K) + group_index).
+
+    c_q = den_GRPO / den_CorrGRPO is the factor between the two estimators' advantages in each
+    group, with the denominators they use: GRPO's std + ``grpo_eps`` (its default when None)
+    and CorrGRPO's denominator for ``corr_options``, the options the ``corr_grpo`` estimator
+    runs with (``eps``, ``stabilizer``, ``corr_weighting``, ``guard``, ``guard_q_floor``,
+    ``grpo_eps``; others are accepted and do not change the denominator).
 
     Influence of component k under an estimator is the RMS change of the advantages when k
     is made inert (replaced by its group mean, so it is constant within every group),
@@ -117,7 +127,48 @@ def diagnose(
         weights, dtype=torch.float64
     )
     x = flat.to(torch.float64)
-    u = x * w.to(x.device)
+    structure = _group_structure(x, groups, w.to(x.device), ddof)
+    c_q = _c_q(x, groups, w.to(x.device), ddof, structure.tot, grpo_eps, corr_options)
+    singleton = structure.tot.singleton
+    near = ~singleton & (structure.tot.std > 0) & (structure.q < q_threshold)
+    names_to_estimate = estimators if estimators is not None else list_estimators()
+    influence = {est: _influence(flat, groups, w, ddof, est) for est in names_to_estimate}
+
+    used = structure.tot.count > 0  # drop empty slots: groups listed in order of first appearance
+    order = _first_appearance(groups)[used[_first_appearance(groups)]]
+    return Diagnosis(
+        names=names,
+        group_size=structure.tot.count[order],
+        covariance=structure.cov[order],
+        total_variance=structure.cov.sum(dim=(1, 2))[order].clamp(min=0.0),
+        correlation=structure.corr[order],
+        q=structure.q[order],
+        share=structure.share[order],
+        c_q=c_q[order],
+        zero_variance=structure.zero_variance[order],
+        singleton=singleton[order],
+        min_eigenvalue=structure.min_eigenvalue[order],
+        near_singular=near[order],
+        influence=influence,
+        q_threshold=q_threshold,
+    )
+
+
+@dataclass(frozen=True)
+class _GroupStructure:
+    """Per-slot covariance and correlation structure of the weighted components."""
+
+    tot: TotalStats
+    cov: Tensor  # (S, K, K)
+    corr: Tensor  # (S, K, K), zero-variance rows/columns zeroed
+    q: Tensor  # (S,)
+    share: Tensor  # (S, K)
+    zero_variance: Tensor  # (S, K)
+    min_eigenvalue: Tensor  # (S,)
+
+
+def _group_structure(x: Tensor, groups: Groups, w: Tensor, ddof: int) -> _GroupStructure:
+    u = x * w
     cs = component_stats(u, groups, ddof)
     tot = total_stats(u, groups, ddof)
     dof = (tot.count - ddof).clamp(min=1.0).view(-1, 1, 1)
@@ -127,49 +178,55 @@ def diagnose(
     # correlations from z-scores rather than cov / (std std): no underflow for tiny scales
     z = torch.where(tot.scorable.unsqueeze(1), cs.standardized(groups), 0.0)
     corr = groups.sum(z.unsqueeze(2) * z.unsqueeze(1)) / dof
-    inactive = cs.zero_variance
-    q = corr.sum(dim=(1, 2))
     share = torch.where(s_total.unsqueeze(1) > 0, cov.sum(dim=2) / s_total.unsqueeze(1), 0.0)
-    den_grpo = tot.std + grpo_eps
-    den_corr = stabilized_root(q, corr_eps, "inside")
-    c_q = den_grpo / den_corr
-    eye = torch.eye(k, dtype=torch.float64, device=x.device)
-    padded = torch.where(inactive.unsqueeze(2) & eye.bool(), 1.0, corr)
+    eye = torch.eye(x.shape[1], dtype=torch.float64, device=x.device)
+    padded = torch.where(cs.zero_variance.unsqueeze(2) & eye.bool(), 1.0, corr)
     min_eig = torch.linalg.eigvalsh(padded)[:, 0].clamp(max=1.0)
-    singleton = tot.singleton
-    near = ~singleton & (tot.std > 0) & (q < q_threshold)
-
-    influence: dict[str, Tensor] = {}
-    for est in estimators if estimators is not None else list_estimators():
-        full = compute_advantages(flat, est, group_index=groups.index, weights=w, ddof=ddof)
-        rms = []
-        for j in range(k):
-            inert = flat.clone().to(torch.float64)
-            mean_j = groups.expand(component_stats(inert[:, j:j + 1], groups, ddof).mean[:, 0])
-            inert[:, j] = torch.where(torch.isnan(inert[:, j]), inert[:, j], mean_j)
-            ablated = compute_advantages(inert, est, group_index=groups.index, weights=w, ddof=ddof)
-            rms.append(torch.sqrt(((full.double() - ablated.double()) ** 2).mean()))
-        r = torch.stack(rms)
-        influence[est] = r / r.sum() if float(r.sum()) > 0 else torch.zeros_like(r)
-
-    used = tot.count > 0  # drop empty slots so groups are listed in order of first appearance
-    order = _first_appearance(groups)[used[_first_appearance(groups)]]
-    return Diagnosis(
-        names=names,
-        group_size=tot.count[order],
-        covariance=cov[order],
-        total_variance=s_total[order].clamp(min=0.0),
-        correlation=corr[order],
-        q=q[order],
-        share=share[order],
-        c_q=c_q[order],
-        zero_variance=cs.zero_variance[order],
-        singleton=singleton[order],
-        min_eigenvalue=min_eig[order],
-        near_singular=near[order],
-        influence=influence,
-        q_threshold=q_threshold,
+    return _GroupStructure(
+        tot, cov, corr, corr.sum(dim=(1, 2)), share, cs.zero_variance, min_eig
     )
+
+
+# the corr_grpo options that shape its denominator (the rest act on the numerator or output)
+_DENOMINATOR_OPTIONS = ("eps", "stabilizer", "guard", "guard_q_floor", "grpo_eps")
+
+
+def _c_q(
+    x: Tensor,
+    groups: Groups,
+    w: Tensor,
+    ddof: int,
+    tot: TotalStats,
+    grpo_eps: float | None,
+    corr_options: Mapping[str, Any] | None,
+) -> Tensor:
+    """den_GRPO / den_CorrGRPO per slot, each as its estimator computes it."""
+    options = dict(corr_options or {})
+    check_options("corr_grpo", {k: v for k, v in options.items() if k != "eps"})
+    q = correlation_sum(
+        x, groups, w, ddof=ddof, corr_weighting=options.get("corr_weighting", "absorbed")
+    )
+    den_corr, _ = corr_grpo_denominator(
+        q, tot, **{k: options[k] for k in _DENOMINATOR_OPTIONS if k in options}
+    )
+    den_grpo = tot.std + (GRPO_EPS if grpo_eps is None else grpo_eps)
+    return den_grpo / den_corr
+
+
+def _influence(flat: Tensor, groups: Groups, w: Tensor, ddof: int, estimator: str) -> Tensor:
+    """Each component's share of the RMS change of ``estimator``'s advantages when inert."""
+    full = compute_advantages(flat, estimator, group_index=groups.index, weights=w, ddof=ddof)
+    rms = []
+    for j in range(flat.shape[1]):
+        inert = flat.clone().to(torch.float64)
+        mean_j = groups.expand(component_stats(inert[:, j:j + 1], groups, ddof).mean[:, 0])
+        inert[:, j] = torch.where(torch.isnan(inert[:, j]), inert[:, j], mean_j)
+        ablated = compute_advantages(
+            inert, estimator, group_index=groups.index, weights=w, ddof=ddof
+        )
+        rms.append(torch.sqrt(((full.double() - ablated.double()) ** 2).mean()))
+    r = torch.stack(rms)
+    return r / r.sum() if float(r.sum()) > 0 else torch.zeros_like(r)
 
 
 def _canonical(rewards: Tensor, group_index: object) -> tuple[Tensor, Groups, int]:

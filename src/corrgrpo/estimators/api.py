@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -46,60 +47,80 @@ def compute_advantages(
     Returns:
         ``(B, G)`` for dense input or ``(N,)`` for flat input, same dtype and device.
     """
-    name = estimator
-    fn = get_estimator(name)
-    check_options(name, options)
+    fn = get_estimator(estimator)
+    check_options(estimator, options)
+    _check_rewards(rewards, ddof)
+    batch = _dense_batch(rewards, group_index) if rewards.dim() == 3 else _flat_batch(
+        rewards, group_index
+    )
+    if check_finite:
+        _reject_inf(batch.flat)
+    w = _weights(weights, rewards.shape[-1], rewards.device)
+    adv = fn(
+        batch.samples.to(torch.float64), batch.groups, w, eps=eps, ddof=ddof, stats=stats,
+        **options,
+    )
+    if batch.order is not None:  # back to the caller's sample order
+        adv = torch.empty_like(adv.reshape(-1)).index_copy_(0, batch.order, adv.reshape(-1))
+    return adv.reshape(batch.out_shape).to(rewards.dtype)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """Rewards laid out for an estimator, and how to map its advantages back."""
+
+    flat: Tensor  # (N, K), for the finiteness check
+    samples: Tensor  # (B, G, K) when groups have equal size, else (N, K)
+    groups: Groups
+    out_shape: tuple[int, ...]
+    order: Tensor | None  # the samples' positions in the caller's order, if reordered
+
+
+def _check_rewards(rewards: Tensor, ddof: int) -> None:
     if not isinstance(rewards, Tensor):
         raise TypeError(f"rewards must be a torch.Tensor, got {type(rewards).__name__}")
     if not rewards.dtype.is_floating_point:
         raise TypeError(f"rewards must have a floating dtype, got {rewards.dtype}")
     if not isinstance(ddof, int) or ddof < 0:
         raise ValueError(f"ddof must be a non-negative int, got {ddof!r}")
-    if rewards.dim() == 3:
-        if group_index is not None:
-            raise ValueError("group_index is only for flat (N, K) rewards; dense (B, G, K) input "
-                             "already defines its groups")
-        b, g, k = rewards.shape
-        if b == 0 or g == 0 or k == 0:
-            raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (B, G, K)")
-        flat = rewards.reshape(b * g, k)
-        samples = rewards  # estimators work on the (B, G, K) layout directly
-        groups = Groups.dense(b, g, device=rewards.device)
-        out_shape: tuple[int, ...] = (b, g)
-        layout = None
-    elif rewards.dim() == 2:
-        n, k = rewards.shape
-        if n == 0 or k == 0:
-            raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (N, K)")
-        if group_index is None:
-            raise ValueError("flat (N, K) rewards need group_index (N,); or pass dense (B, G, K)")
-        if isinstance(group_index, Tensor) and group_index.dim() != 1:
-            raise ValueError(f"group_index must be 1-D (N,), got shape {tuple(group_index.shape)}")
-        if len(group_index) != n:
-            raise ValueError(
-                f"group_index has length {len(group_index)} but rewards has N={n} rows"
-            )
-        flat = samples = rewards
-        groups = Groups.from_index(group_index, device=rewards.device)
-        out_shape = (n,)
-        layout = groups.equal_size_layout()
-        if layout is not None:  # equal-size groups (verl's uids): the faster dense path
-            order, dense_groups = layout
-            lined_up = rewards if order is None else rewards.index_select(0, order)
-            samples = lined_up.reshape(dense_groups.num_slots, -1, k)
-            groups = dense_groups
-    else:
+    if rewards.dim() not in (2, 3):
         raise ValueError(
             "rewards must be dense (B, G, K) or flat (N, K) with group_index; "
             f"got {rewards.dim()}-D shape {tuple(rewards.shape)}"
         )
-    if check_finite:
-        _reject_inf(flat)
-    w = _weights(weights, k, rewards.device)
-    adv = fn(samples.to(torch.float64), groups, w, eps=eps, ddof=ddof, stats=stats, **options)
-    if layout is not None and layout[0] is not None:  # back to the caller's sample order
-        adv = torch.empty_like(adv.reshape(-1)).index_copy_(0, layout[0], adv.reshape(-1))
-    return adv.reshape(out_shape).to(rewards.dtype)
+
+
+def _dense_batch(rewards: Tensor, group_index: Tensor | Sequence[Hashable] | None) -> _Batch:
+    if group_index is not None:
+        raise ValueError("group_index is only for flat (N, K) rewards; dense (B, G, K) input "
+                         "already defines its groups")
+    b, g, k = rewards.shape
+    if b == 0 or g == 0 or k == 0:
+        raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (B, G, K)")
+    # estimators work on the (B, G, K) layout directly
+    groups = Groups.dense(b, g, device=rewards.device)
+    return _Batch(rewards.reshape(b * g, k), rewards, groups, (b, g), None)
+
+
+def _flat_batch(rewards: Tensor, group_index: Tensor | Sequence[Hashable] | None) -> _Batch:
+    n, k = rewards.shape
+    if n == 0 or k == 0:
+        raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (N, K)")
+    if group_index is None:
+        raise ValueError("flat (N, K) rewards need group_index (N,); or pass dense (B, G, K)")
+    if isinstance(group_index, Tensor) and group_index.dim() != 1:
+        raise ValueError(f"group_index must be 1-D (N,), got shape {tuple(group_index.shape)}")
+    if len(group_index) != n:
+        raise ValueError(f"group_index has length {len(group_index)} but rewards has N={n} rows")
+    groups = Groups.from_index(group_index, device=rewards.device)
+    layout = groups.equal_size_layout()
+    if layout is None:
+        return _Batch(rewards, rewards, groups, (n,), None)
+    # equal-size groups (verl's uids): the faster dense path
+    order, dense_groups = layout
+    lined_up = rewards if order is None else rewards.index_select(0, order)
+    samples = lined_up.reshape(dense_groups.num_slots, -1, k)
+    return _Batch(rewards, samples, dense_groups, (n,), order)
 
 
 def _weights(weights: Tensor | Sequence[float] | None, k: int, device: torch.device) -> Tensor:

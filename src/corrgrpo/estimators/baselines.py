@@ -18,6 +18,9 @@ from corrgrpo.estimators.stats import (
     total_stats,
 )
 
+# GRPO's default stabilizer, TRL's value; diagnose() uses it for the GRPO side of c_q
+GRPO_EPS = 1e-4
+
 
 @register_estimator("grpo")
 def grpo_advantages(
@@ -35,7 +38,7 @@ def grpo_advantages(
     A group whose total is constant (max == min) gets C = 0 exactly; singleton groups and
     samples whose every component is NaN get 0.
     """
-    eps = 1e-4 if eps is None else eps
+    eps = GRPO_EPS if eps is None else eps
     tot = total_stats(rewards * weights, groups, ddof)
     adv = tot.centered / (groups.expand(tot.std) + eps)
     record_singletons(stats, tot)

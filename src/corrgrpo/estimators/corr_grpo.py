@@ -11,6 +11,7 @@ from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import register_estimator
 from corrgrpo.estimators.stats import (
     ComponentStats,
+    TotalStats,
     component_stats,
     finalize,
     has_nan,
@@ -94,7 +95,6 @@ def corr_grpo_advantages(
     """
     if guard not in GUARDS:
         raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
-    eps = 1e-6 if eps is None else eps
     cs: ComponentStats | None = None
     if has_nan(rewards):  # weights are finite, so u = w r has NaN exactly where r has
         tot = total_stats(rewards * weights, groups, ddof)
@@ -106,25 +106,52 @@ def corr_grpo_advantages(
         return finalize(tot.centered, tot, groups)
     q = correlation_sum(rewards, groups, weights, ddof=ddof, corr_weighting=corr_weighting,
                         weighted_stats=cs, scorable_count=tot.count)
+    den, triggered = corr_grpo_denominator(
+        q, tot, eps=eps, stabilizer=stabilizer, guard=guard, guard_q_floor=guard_q_floor,
+        grpo_eps=grpo_eps,
+    )
+    adv = tot.centered / groups.expand(den)
+    if guard == "clip":
+        over = groups.sum((adv.abs() > guard_max_abs).to(adv.dtype)) > 0
+        triggered = ~tot.singleton & (tot.std > 0) & over
+        adv = adv.clamp(-guard_max_abs, guard_max_abs)
+    _record(stats, tot, q, triggered)
+    return finalize(adv, tot, groups)
+
+
+def corr_grpo_denominator(
+    q: Tensor,
+    tot: TotalStats,
+    *,
+    eps: float | None = None,
+    stabilizer: str = "inside",
+    guard: str | None = None,
+    guard_q_floor: float = 0.1,
+    grpo_eps: float = 1e-4,
+) -> tuple[Tensor, Tensor]:
+    """CorrGRPO's per-group denominator from Q, and the groups whose guard replaced it.
+
+    The one place that turns Q into the denominator (eps default, stabilizer, the ``floor``
+    and ``grpo_std`` guards), so :func:`corrgrpo.diagnose` reports the c_q the estimator uses.
+    ``"clip"`` acts on the advantages, not here.
+    """
+    if guard not in GUARDS:
+        raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
+    eps = 1e-6 if eps is None else eps
     den = stabilized_root(q, eps, stabilizer)
     active = ~tot.singleton & (tot.std > 0)
     triggered = torch.zeros_like(active)
     if guard in ("floor", "grpo_std"):
         triggered = active & (q < guard_q_floor)
         if guard == "floor":
-            den = torch.where(triggered, stabilized_root(q.clamp(min=guard_q_floor), eps, stabilizer), den)
+            floored = stabilized_root(q.clamp(min=guard_q_floor), eps, stabilizer)
+            den = torch.where(triggered, floored, den)
         else:
             den = torch.where(triggered, tot.std + grpo_eps, den)
-    adv = tot.centered / groups.expand(den)
-    if guard == "clip":
-        over = groups.sum((adv.abs() > guard_max_abs).to(adv.dtype)) > 0
-        triggered = active & over
-        adv = adv.clamp(-guard_max_abs, guard_max_abs)
-    _record(stats, tot, q, triggered)
-    return finalize(adv, tot, groups)
+    return den, triggered
 
 
-def _record(stats: dict[str, Any] | None, tot: Any, q: Tensor, triggered: Tensor) -> None:
+def _record(stats: dict[str, Any] | None, tot: TotalStats, q: Tensor, triggered: Tensor) -> None:
     if stats is None:
         return
     record_singletons(stats, tot)

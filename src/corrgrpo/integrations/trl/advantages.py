@@ -197,7 +197,17 @@ def _batch_advantages_cpu(
             estimators=(),  # per-estimator influence re-runs every estimator K times: too slow per step
             ddof=settings.ddof,
             q_threshold=settings.near_singular_threshold,
+            **_diagnosis_options(settings),
         )
         for key, value in diagnosis.to_scalars().items():
             metrics[f"{METRIC_PREFIX}/{key}"] = value
     return BatchAdvantages(advantages=advantages, kept=kept, metrics=metrics)
+
+
+def _diagnosis_options(settings: EstimatorSettings) -> dict[str, Any]:
+    """The logged c_q uses the denominator of the configured estimator, eps and guard included."""
+    if settings.estimator == "corr_grpo":
+        return {"corr_options": {"eps": settings.eps, **settings.options}}
+    if settings.estimator == "grpo":
+        return {"grpo_eps": settings.eps}
+    return {}
