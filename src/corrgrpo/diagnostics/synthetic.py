@@ -45,6 +45,6 @@ def group_with_covariance(
     basis = torch.cat([torch.ones(n, 1, dtype=torch.float64), torch.eye(n, k, dtype=torch.float64)], 1)
     qmat, _ = torch.linalg.qr(basis)
     e = qmat[:, 1 : k + 1]
-    x = math.sqrt(n - 1) * e @ chol.T
+    x: Tensor = math.sqrt(n - 1) * e @ chol.T
     mu = torch.zeros(k, dtype=torch.float64) if means is None else torch.as_tensor(means, dtype=torch.float64)
     return x + mu

@@ -30,7 +30,7 @@ class RewardComponent:
             raise ValueError(f"reward component name must be an identifier, got {self.name!r}")
         # TRL names reward columns after ``__name__``; make it match the component name.
         try:
-            self.fn.__name__ = self.name  # type: ignore[attr-defined]
+            self.fn.__name__ = self.name
         except (AttributeError, TypeError):
             pass
 

@@ -10,6 +10,7 @@ from torch import Tensor
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import register_estimator
 from corrgrpo.estimators.stats import (
+    TotalStats,
     component_stats,
     finalize,
     group_variance,
@@ -156,7 +157,7 @@ def gdpo_corr_advantages(
 
 def _gdpo_scores(
     rewards: Tensor, groups: Groups, weights: Tensor, eps: float, ddof: int
-) -> tuple[Tensor, Tensor, object]:
+) -> tuple[Tensor, Tensor, TotalStats]:
     tot = total_stats(rewards, groups, ddof)
     s = (group_zscores(rewards, groups, eps, ddof) * weights).sum(dim=-1)
     rows = tot.scorable & ~groups.expand(tot.singleton)

@@ -60,13 +60,13 @@ class Groups:
             index = torch.empty_like(slot_sorted)
             index[perm] = slot_sorted
             return Groups(index=index, num_slots=max(n, 1))
-        labels: dict[Hashable, int] = {}
+        slot_of: dict[Hashable, int] = {}
         try:
-            slots = [labels.setdefault(_hashable(g), len(labels)) for g in group_index]
+            slots = [slot_of.setdefault(_hashable(g), len(slot_of)) for g in group_index]
         except TypeError as err:
             raise TypeError(f"group_index entries must be hashable ids: {err}") from None
         index = torch.tensor(slots, dtype=torch.int64, device=device)
-        return Groups(index=index, num_slots=max(len(labels), 1))
+        return Groups(index=index, num_slots=max(len(slot_of), 1))
 
     @property
     def num_samples(self) -> int:
@@ -180,4 +180,4 @@ def _hashable(value: object) -> Hashable:
             return value.item()  # type: ignore[no-any-return]
         except (ValueError, RuntimeError):
             pass
-    return value  # type: ignore[return-value]
+    return value

@@ -118,7 +118,8 @@ def _midrank_normal_scores(x: Tensor) -> Tensor:
         less = float((x < x[i]).sum())
         equal = float((x == x[i]).sum())
         ranks[i] = less + (equal + 1) / 2
-    return torch.special.ndtri((ranks - 0.5) / n)
+    scores: Tensor = torch.special.ndtri((ranks - 0.5) / n)
+    return scores
 
 
 def loop_rdpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
