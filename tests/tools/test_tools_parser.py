@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +12,7 @@ from tools_helpers import call, rlla
 from corrgrpo.domains.tools import (
     REWARD_RANGES,
     ToolCall,
+    ToolRewards,
     completion_text,
     parse_response,
     score_response,
@@ -109,34 +111,67 @@ def test_tools_completion_text_handles_chat_messages() -> None:
     assert completion_text(42) == "" and completion_text([]) == ""
 
 
-def test_tools_parse_100kb_of_garbage_quickly() -> None:
-    cases = [
-        "\x00\ufffd<tool_call>" * 9000,
-        "<think>" * 15000,
-        "<think></think>\n<tool_call>\n" + "[" * 100_000 + "\n</tool_call>",
-        "<think></think>\n<tool_call>\n"
-        + '{"name": "a", "parameters": ' * 20_000
-        + "\n</tool_call>",
-        "<think></think>\n<tool_call>\n" + "9" * 100_000 + "\n</tool_call>",
-        "<think></think>\n<tool_call>\n"
-        + ('{"name": "a", "parameters": {}}\n' * 3000)
-        + "</tool_call>",
-        "</tool_call><tool_call>" * 5000 + "</response><response>" * 5000,
-    ]
+# Lowest score of every content reward: what a response without a usable call gets.
+NO_CALL = {"tool_name": -0.5, "param_name": -1.0, "param_value": -1.5}
+THINK_CALL = "<think></think>\n<tool_call>\n"
+
+
+def scores(r: ToolRewards) -> dict[str, float]:
+    return {
+        "tool_name": r.tool_name, "param_name": r.param_name, "param_value": r.param_value,
+        "format": r.format,
+    }
+
+
+# (hostile text, its exact scores against REF, the parser's first issue kinds, calls parsed)
+HOSTILE = [
+    # no think block, one opening tag repeated, never closed: no structure, no call
+    ("\x00\ufffd<tool_call>" * 9000, {**NO_CALL, "format": 0.0},
+     ["missing_think", "duplicate_tag", "unclosed_tool_call"], False),
+    # a think block that never closes swallows everything
+    ("<think>" * 15000, {**NO_CALL, "format": 0.0}, ["unclosed_think"], False),
+    # right structure (format counts tags, not JSON), but the call line is not a call
+    (THINK_CALL + "[" * 100_000 + "\n</tool_call>", {**NO_CALL, "format": 1.0}, ["bad_call"], False),
+    (THINK_CALL + '{"name": "a", "parameters": ' * 20_000 + "\n</tool_call>",
+     {**NO_CALL, "format": 1.0}, ["bad_call"], False),
+    (THINK_CALL + "9" * 100_000 + "\n</tool_call>", {**NO_CALL, "format": 1.0}, ["bad_call"], False),
+    # 3000 well-formed calls, none of them a reference call: parsed, nothing matches
+    (THINK_CALL + '{"name": "a", "parameters": {}}\n' * 3000 + "</tool_call>",
+     {**NO_CALL, "format": 1.0}, [], True),
+    # closing tags before opening ones: every tag repeated, the call block empty
+    ("</tool_call><tool_call>" * 5000 + "</response><response>" * 5000, {**NO_CALL, "format": 0.0},
+     ["missing_think", "duplicate_tag", "duplicate_tag", "duplicate_tag", "duplicate_tag",
+      "empty_tool_call"], False),
+]
+
+
+def test_tools_parse_100kb_of_garbage_quickly_with_exact_scores() -> None:
     start = time.perf_counter()
-    for text in cases:
+    for text, expected, issue_kinds, parsed in HOSTILE:
         p = parse_response(text)
         r = score_response(text, REF)
-        assert r.tool_name in (-0.5,) or -0.5 <= r.tool_name <= 0.5
-        assert isinstance(p.issues, tuple)
+        assert scores(r) == expected, text[:40]
+        assert [i.kind for i in p.issues] == issue_kinds, text[:40]
+        assert r.calls_parsed is parsed
     assert time.perf_counter() - start < 10.0
 
 
-def test_tools_parse_deeply_nested_values_do_not_crash_equality() -> None:
-    nested = "[" * 5000 + "]" * 5000
-    text = f'<think></think>\n<tool_call>\n{{"name": "a", "parameters": {{"x": {nested}}}}}\n</tool_call>'
+def test_tools_parse_deeply_nested_values() -> None:
+    # nesting past the JSON parser's recursion limit is a bad call line, not a crash
+    too_deep = "[" * 5000 + "]" * 5000
+    text = f'{THINK_CALL}{{"name": "a", "parameters": {{"x": {too_deep}}}}}\n</tool_call>'
     r = score_response(text, rlla(call("a", x=[[1]])))
-    assert -1.5 <= r.param_value <= 1.5
+    assert scores(r) == {**NO_CALL, "format": 1.0} and not r.calls_parsed
+    assert kinds(text) == ["bad_call"]
+    # deep but parseable: values are compared in full, the innermost value decides
+    deep = "[" * 500 + "{}" + "]" * 500
+    ref = rlla(call("a", x=json.loads(deep.format(1))))
+    for inner, param_value in ((1, 1.5), (2, -1.5)):
+        text = f'{THINK_CALL}{{"name": "a", "parameters": {{"x": {deep.format(inner)}}}}}\n</tool_call>'
+        r = score_response(text, ref)
+        assert scores(r) == {
+            "tool_name": 0.5, "param_name": 1.0, "param_value": param_value, "format": 1.0
+        }
 
 
 # ---------------------------------------------------------------- property-based fuzzing

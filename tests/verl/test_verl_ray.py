@@ -58,8 +58,14 @@ def _trainer(cls: type, estimator: str) -> Any:
     return trainer
 
 
-def _put_batch(tq: Any, partition: str) -> tuple[list[str], np.ndarray, list[str], list[int]]:
-    """Rows as verl's agent loop writes them; prompt p0's session 1 emitted two outputs."""
+def _put_batch(
+    tq: Any, partition: str
+) -> tuple[list[str], np.ndarray, list[str], list[int], np.ndarray]:
+    """Rows as verl's agent loop writes them; prompt p0's session 1 emitted two outputs.
+
+    Returns the keys, each row's expected advantage, uids, response lengths and the reward
+    components of every row (rows x NAMES).
+    """
     from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
     rng = np.random.default_rng(0)
@@ -94,7 +100,10 @@ def _put_batch(tq: Any, partition: str) -> tuple[list[str], np.ndarray, list[str
     )
     by_session = {keys[i].rsplit("_", 1)[0]: float(expected_final[j]) for j, i in enumerate(finals)}
     expected = np.array([by_session[key.rsplit("_", 1)[0]] for key in keys])
-    return keys, expected, uids, lengths
+    all_components = np.array(
+        [[row["extra_fields"]["reward_extra_info"][n] for n in NAMES] for row in rows]
+    )
+    return keys, expected, uids, lengths, all_components
 
 
 def test_v1_trainer_mode_reads_components_from_transfer_queue(cluster):
@@ -104,7 +113,7 @@ def test_v1_trainer_mode_reads_components_from_transfer_queue(cluster):
 
     from corrgrpo.integrations.verl.estimators import ComponentsUnavailableError
 
-    keys, expected, _, lengths = _put_batch(tq, "train")
+    keys, expected, _, lengths, components = _put_batch(tq, "train")
     meta = KVBatchMeta(keys=keys, tags=[{} for _ in keys], partition_id="train")
     metrics: dict[str, float] = {}
     trainer = _trainer(get_trainer_cls("corrgrpo_sync"), "corr_grpo")
@@ -116,7 +125,10 @@ def test_v1_trainer_mode_reads_components_from_transfer_queue(cluster):
         assert row.shape == (length,)
         torch.testing.assert_close(row, torch.full((length,), expected[i], dtype=row.dtype),
                                    rtol=1e-5, atol=1e-6)
-    assert metrics["corrgrpo/reward/util/mean"] >= 0 and "corrgrpo/singleton_groups" in metrics
+    # the logged component means cover every row fetched (both outputs of session p0_1)
+    for j, name in enumerate(NAMES):
+        assert metrics[f"corrgrpo/reward/{name}/mean"] == pytest.approx(components[:, j].mean())
+    assert metrics["corrgrpo/singleton_groups"] == 0.0  # three uids, four sessions each
 
     # verl's own sync mode never hands the components over: a clear error, not a wrong number
     with pytest.raises(ComponentsUnavailableError, match="corrgrpo_sync"):
