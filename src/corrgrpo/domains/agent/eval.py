@@ -93,47 +93,64 @@ def _uncounted_injections(cases: list[Any], results: list[Any]) -> list[dict[str
 
 
 def run(args: argparse.Namespace) -> int:
-    from corrgrpo.domains.agent.cases import build_cases, count_cases
-    from corrgrpo.domains.agent.metrics import format_table, summarize
-    from corrgrpo.domains.agent.rollout import run_episodes
-
-    suites = [s for s in args.suites.split(",") if s] or None
     attacks = [a for a in args.attacks.split(",") if a]
     try:
-        cases = build_cases(
-            args.split, suites=suites, attacks=attacks, benchmark_version=args.benchmark_version,
-            include_clean=not args.no_clean,
-        )
+        cases = _select_cases(args, attacks)
     except ValueError as err:
         print(f"corrgrpo eval agent: {err}", file=sys.stderr)
         return 2
+    start = time.perf_counter()
+    results = _play(_policy(args), cases, args)
+    elapsed = time.perf_counter() - start
+    report = _report(args, attacks, cases, results, elapsed)
+    _print_report(args, report, len(results), elapsed)
+    _write_outputs(args, report, results)
+    return 0
+
+
+def _select_cases(args: argparse.Namespace, attacks: list[str]) -> list[Any]:
+    from corrgrpo.domains.agent.cases import build_cases
+
+    suites = [s for s in args.suites.split(",") if s] or None
+    cases = build_cases(
+        args.split, suites=suites, attacks=attacks, benchmark_version=args.benchmark_version,
+        include_clean=not args.no_clean,
+    )
     if args.max_cases is not None:
         cases = cases[: args.max_cases]
     if not cases:
-        print("corrgrpo eval agent: no cases selected", file=sys.stderr)
-        return 2
-    policy = _policy(args)
+        raise ValueError("no cases selected")
+    return cases
 
+
+def _play(policy: Any, cases: list[Any], args: argparse.Namespace) -> list[Any]:
+    from corrgrpo.domains.agent.rollout import run_episodes
     from corrgrpo.utils.progress import progress_bar
 
-    start = time.perf_counter()
     with progress_bar(
         description="[bold]agent[/bold] {task.description}", disable=args.no_progress
     ) as progress:
         bar = progress.add_task(f"{args.policy} on {args.split}", total=len(cases))
-        results = run_episodes(
+        return run_episodes(
             policy, cases, max_turns=args.max_turns, max_tool_chars=args.max_tool_chars,
             batch_size=args.batch_size, on_episode=lambda _r: progress.advance(bar),
         )
-    elapsed = time.perf_counter() - start
-    table = summarize(results)
+
+
+def _report(
+    args: argparse.Namespace, attacks: list[str], cases: list[Any], results: list[Any],
+    elapsed: float,
+) -> dict[str, Any]:
+    from corrgrpo.domains.agent.cases import count_cases
+    from corrgrpo.domains.agent.metrics import summarize
+
     report: dict[str, Any] = {
         "policy": args.policy,
         "split": args.split,
         "benchmark_version": args.benchmark_version,
         "attacks": attacks,
         "counts": count_cases(cases),
-        "metrics": table,
+        "metrics": summarize(results),
         "episodes": len(results),
         "seconds": elapsed,
         "episodes_per_second": len(results) / elapsed if elapsed > 0 else float("nan"),
@@ -144,18 +161,31 @@ def run(args: argparse.Namespace) -> int:
     if args.policy == "obedient":
         report["injections_done_but_not_counted"] = _uncounted_injections(cases, results)
     if args.check_agentdojo:
-        from corrgrpo.domains.agent.reference import compare_with_agentdojo
+        report["agentdojo_mismatches"] = _agentdojo_mismatches(cases, results)
+    return report
 
-        mismatches = []
-        for case, result in zip(cases, results, strict=True):
-            if result.valid:
-                problems = compare_with_agentdojo(case, result)
-                if problems:
-                    mismatches.append({"case_id": case.case_id, "problems": problems})
-        report["agentdojo_mismatches"] = mismatches
 
-    print(format_table(table, title=f"AgentDojo {args.benchmark_version}, {args.split} split, policy {args.policy}"))
-    print(f"{len(results)} episodes in {elapsed:.1f}s ({report['episodes_per_second']:.1f} episodes/s)")
+def _agentdojo_mismatches(cases: list[Any], results: list[Any]) -> list[dict[str, Any]]:
+    """Valid episodes that AgentDojo's own pipeline scores differently."""
+    from corrgrpo.domains.agent.reference import compare_with_agentdojo
+
+    mismatches = []
+    for case, result in zip(cases, results, strict=True):
+        if result.valid:
+            problems = compare_with_agentdojo(case, result)
+            if problems:
+                mismatches.append({"case_id": case.case_id, "problems": problems})
+    return mismatches
+
+
+def _print_report(
+    args: argparse.Namespace, report: dict[str, Any], episodes: int, elapsed: float
+) -> None:
+    from corrgrpo.domains.agent.metrics import format_table
+
+    title = f"AgentDojo {args.benchmark_version}, {args.split} split, policy {args.policy}"
+    print(format_table(report["metrics"], title=title))
+    print(f"{episodes} episodes in {elapsed:.1f}s ({report['episodes_per_second']:.1f} episodes/s)")
     if "agentdojo_own_failures" in report:
         print(f"cases where AgentDojo's own ground truth fails: {len(report['agentdojo_own_failures'])}")
         for failure in report["agentdojo_own_failures"]:
@@ -167,6 +197,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {item['case_id']}")
     if "agentdojo_mismatches" in report:
         print(f"episodes scored differently by AgentDojo: {len(report['agentdojo_mismatches'])}")
+
+
+def _write_outputs(args: argparse.Namespace, report: dict[str, Any], results: list[Any]) -> None:
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(report, indent=2, default=str) + "\n")
@@ -175,4 +208,3 @@ def run(args: argparse.Namespace) -> int:
         with args.episodes.open("w") as handle:
             for result in results:
                 handle.write(json.dumps(result.to_dict(), default=str) + "\n")
-    return 0

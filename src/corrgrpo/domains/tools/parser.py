@@ -196,27 +196,47 @@ def parse_response(text: Any) -> ParsedResponse:
         issues.append(ParseIssue("not_text", f"expected a string, got {type(text).__name__}"))
         text = ""
     text = strip_chat_wrapper(text).strip()
+    think, think_closed, body_start = _think_block(text, issues)
+    tag_counts = _check_body_tags(text[body_start:], issues)
+    block, block_offset = _find_block(text, body_start, CALL_OPEN, CALL_CLOSE, issues)
+    call_lines = _call_lines(block, block_offset, issues) if block is not None else []
+    response, _ = _find_block(text, body_start, RESPONSE_OPEN, RESPONSE_CLOSE, issues)
+    return ParsedResponse(
+        text=text,
+        think=think,
+        think_closed=think_closed,
+        body_start=body_start,
+        tool_call_block=block,
+        call_lines=tuple(call_lines),
+        response=response,
+        tag_counts=tag_counts,
+        issues=tuple(issues),
+    )
 
-    # The think block runs from the first <think> to the first </think> after it.
+
+def _think_block(text: str, issues: list[ParseIssue]) -> tuple[str | None, bool, int]:
+    """(think text, whether it is closed, where the body starts).
+
+    The think block runs from the first <think> to the first </think> after it.
+    """
     t_open = text.find(THINK_OPEN)
     t_close = text.find(THINK_CLOSE, t_open + len(THINK_OPEN) if t_open >= 0 else 0)
-    think: str | None
     if t_open < 0:
         issues.append(ParseIssue("missing_think", "no <think> tag", 0))
     elif t_open > 0:
         issues.append(ParseIssue("text_before_think", "text precedes <think>", 0))
+    closed = t_close >= 0 and t_open >= 0
     if t_close >= 0:
         think = text[t_open + len(THINK_OPEN) : t_close] if t_open >= 0 else text[:t_close]
-        body_start = t_close + len(THINK_CLOSE)
-    elif t_open >= 0:
+        return think, closed, t_close + len(THINK_CLOSE)
+    if t_open >= 0:
         issues.append(ParseIssue("unclosed_think", "<think> is never closed", t_open))
-        think = text[t_open + len(THINK_OPEN) :]
-        body_start = len(text)
-    else:
-        think = None
-        body_start = 0
+        return text[t_open + len(THINK_OPEN) :], closed, len(text)
+    return None, closed, 0
 
-    body = text[body_start:]
+
+def _check_body_tags(body: str, issues: list[ParseIssue]) -> dict[str, int]:
+    """Counts of the structure tags after the think block; stray and repeated ones are issues."""
     tag_counts = {tag: body.count(tag) for tag in STRUCTURE_TAGS}
     for tag in (THINK_OPEN, THINK_CLOSE):
         if tag_counts[tag]:
@@ -226,33 +246,23 @@ def parse_response(text: Any) -> ParsedResponse:
             issues.append(
                 ParseIssue("duplicate_tag", f"{tag} occurs {count} times after the think block")
             )
+    return tag_counts
 
-    block, block_offset = _find_block(text, body_start, CALL_OPEN, CALL_CLOSE, issues)
+
+def _call_lines(block: str, block_offset: int, issues: list[ParseIssue]) -> list[CallLine]:
+    """The non-blank lines of a <tool_call> block, each parsed as one call."""
     call_lines: list[CallLine] = []
-    if block is not None:
-        # Line 1 is the first line after the opening tag's own line.
-        pos = block_offset + 1 if block.startswith("\n") else block_offset
-        lines = block[1:].split("\n") if block.startswith("\n") else block.split("\n")
-        for i, raw in enumerate(lines, start=1):
-            line = raw.strip()
-            if line:  # blank lines separate nothing and are not calls
-                parsed = _parse_call_line(i, line)
-                call_lines.append(parsed)
-                if parsed.error is not None:
-                    issues.append(ParseIssue("bad_call", parsed.error, pos, i))
-            pos += len(raw) + 1
-        if not call_lines:
-            issues.append(ParseIssue("empty_tool_call", "the <tool_call> block has no calls"))
-
-    response, _ = _find_block(text, body_start, RESPONSE_OPEN, RESPONSE_CLOSE, issues)
-    return ParsedResponse(
-        text=text,
-        think=think,
-        think_closed=t_close >= 0 and t_open >= 0,
-        body_start=body_start,
-        tool_call_block=block,
-        call_lines=tuple(call_lines),
-        response=response,
-        tag_counts=tag_counts,
-        issues=tuple(issues),
-    )
+    # Line 1 is the first line after the opening tag's own line.
+    pos = block_offset + 1 if block.startswith("\n") else block_offset
+    lines = block[1:].split("\n") if block.startswith("\n") else block.split("\n")
+    for i, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if line:  # blank lines separate nothing and are not calls
+            parsed = _parse_call_line(i, line)
+            call_lines.append(parsed)
+            if parsed.error is not None:
+                issues.append(ParseIssue("bad_call", parsed.error, pos, i))
+        pos += len(raw) + 1
+    if not call_lines:
+        issues.append(ParseIssue("empty_tool_call", "the <tool_call> block has no calls"))
+    return call_lines

@@ -103,6 +103,26 @@ def _eos_ids(tokenizer: Any, model: Any) -> set[int]:
     return ids
 
 
+@dataclass(frozen=True)
+class _Decoding:
+    """How every turn of a batch of episodes is generated."""
+
+    max_new_tokens: int
+    budget: int | None  # cap on all tokens after the prompt, None = no cap
+    temperature: float
+    top_p: float
+    top_k: int | None
+    pad_id: int
+    eos_ids: set[int]
+    tool_role: str
+
+    def room(self, episode: TokenEpisode) -> int:
+        """Tokens the episode's next turn may still generate."""
+        if self.budget is None:
+            return self.max_new_tokens
+        return self.budget - len(episode.completion_ids)
+
+
 def generate_episodes(
     model: Any,
     tokenizer: Any,
@@ -122,78 +142,105 @@ def generate_episodes(
     ``max_completion_tokens`` caps everything after the prompt (assistant and tool tokens);
     an episode that reaches it stops and is scored as it stands.
     """
-    import torch
-
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
     if prompts is not None and len(prompts) != len(cases):
         raise ValueError("prompts and cases differ in length")
-    budget = max_completion_tokens if max_completion_tokens and max_completion_tokens > 0 else None
-    tool_role = template_tool_role(tokenizer)
     eos_ids = _eos_ids(tokenizer, model)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids), 0)
-
+    pad_id = tokenizer.pad_token_id
+    decoding = _Decoding(
+        max_new_tokens=max_new_tokens,
+        budget=max_completion_tokens if max_completion_tokens and max_completion_tokens > 0 else None,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        pad_id=pad_id if pad_id is not None else next(iter(eos_ids), 0),
+        eos_ids=eos_ids,
+        tool_role=template_tool_role(tokenizer),
+    )
     envs = [AgentEnvironment(c, max_turns=max_turns, max_tool_chars=max_tool_chars) for c in cases]
-    episodes: list[TokenEpisode] = []
-    for i, env in enumerate(envs):
-        opening = prompts[i] if prompts is not None else env.messages
-        text = _render(tokenizer, list(opening), True)
-        episodes.append(TokenEpisode(list(tokenizer(text, add_special_tokens=False)["input_ids"])))
-
-    device = next(model.parameters()).device
+    episodes = _open_episodes(tokenizer, envs, prompts)
     was_training = model.training
     model.eval()
     try:
-        active = [i for i in range(len(envs)) if budget is None or budget > 0]
+        active = [i for i in range(len(envs)) if decoding.budget is None or decoding.budget > 0]
         while active:
-            room = [budget - len(episodes[i].completion_ids) if budget else max_new_tokens for i in active]
-            step_tokens = max(1, min(max_new_tokens, max(room)))
-            contexts = [episodes[i].prompt_ids + episodes[i].completion_ids for i in active]
-            width = max(len(c) for c in contexts)
-            input_ids = torch.tensor([[pad_id] * (width - len(c)) + c for c in contexts], device=device)
-            attention = torch.tensor(
-                [[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device
-            )
-            sampling = temperature > 0
-            with torch.no_grad():
-                out = model.generate(
-                    input_ids=input_ids,
-                    attention_mask=attention,
-                    max_new_tokens=step_tokens,
-                    do_sample=sampling,
-                    temperature=temperature if sampling else None,
-                    top_p=top_p if sampling else None,
-                    top_k=top_k if sampling else None,
-                    pad_token_id=pad_id,
-                    eos_token_id=sorted(eos_ids) or None,
-                )
-            still: list[int] = []
-            for row, i in enumerate(active):
-                new = out[row, width:].tolist()
-                cut = next((k + 1 for k, t in enumerate(new) if t in eos_ids), len(new))
-                new = new[: min(cut, room[row], max_new_tokens)]
-                episode, env = episodes[i], envs[i]
-                episode.completion_ids += new
-                episode.env_mask += [1] * len(new)
-                ended_with_eos = bool(new) and new[-1] in eos_ids
-                text = tokenizer.decode(new, skip_special_tokens=True)
-                tool_messages = env.step(text)
-                if env.done:
-                    continue
-                end_text = tokenizer.decode(new[-1:]) if ended_with_eos else ""
-                glue = _glue_ids(tokenizer, tool_messages, tool_role, end_text)
-                if budget is not None and len(episode.completion_ids) + len(glue) >= budget:
-                    continue  # no room for another turn: stop here and score as is
-                episode.completion_ids += glue
-                episode.env_mask += [0] * len(glue)
-                still.append(i)
-            active = still
+            new_ids = _generate_turn(model, [episodes[i] for i in active], decoding)
+            active = [
+                i for i, new in zip(active, new_ids, strict=True)
+                if _take_turn(episodes[i], envs[i], new, tokenizer, decoding)
+            ]
     finally:
         if was_training:
             model.train()
     for episode, env in zip(episodes, envs, strict=True):
         episode.result = env.result()
     return episodes
+
+
+def _open_episodes(
+    tokenizer: Any, envs: list[AgentEnvironment], prompts: list[list[dict[str, str]]] | None
+) -> list[TokenEpisode]:
+    """One episode per environment, holding the tokens of its opening prompt."""
+    episodes = []
+    for i, env in enumerate(envs):
+        opening = prompts[i] if prompts is not None else env.messages
+        text = _render(tokenizer, list(opening), True)
+        episodes.append(TokenEpisode(list(tokenizer(text, add_special_tokens=False)["input_ids"])))
+    return episodes
+
+
+def _generate_turn(model: Any, episodes: list[TokenEpisode], decoding: _Decoding) -> list[list[int]]:
+    """The next assistant turn of every episode (left-padded batch), cut at EOS and its room."""
+    import torch
+
+    room = [decoding.room(e) for e in episodes]
+    step_tokens = max(1, min(decoding.max_new_tokens, max(room)))
+    contexts = [e.prompt_ids + e.completion_ids for e in episodes]
+    width = max(len(c) for c in contexts)
+    device = next(model.parameters()).device
+    pad = decoding.pad_id
+    input_ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=device)
+    attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
+    sampling = decoding.temperature > 0
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention,
+            max_new_tokens=step_tokens,
+            do_sample=sampling,
+            temperature=decoding.temperature if sampling else None,
+            top_p=decoding.top_p if sampling else None,
+            top_k=decoding.top_k if sampling else None,
+            pad_token_id=pad,
+            eos_token_id=sorted(decoding.eos_ids) or None,
+        )
+    turns = []
+    for row in range(len(episodes)):
+        new = out[row, width:].tolist()
+        cut = next((k + 1 for k, t in enumerate(new) if t in decoding.eos_ids), len(new))
+        turns.append(new[: min(cut, room[row], decoding.max_new_tokens)])
+    return turns
+
+
+def _take_turn(
+    episode: TokenEpisode, env: AgentEnvironment, new: list[int], tokenizer: Any,
+    decoding: _Decoding,
+) -> bool:
+    """Append the model's turn and the tool results; False once the episode has ended."""
+    episode.completion_ids += new
+    episode.env_mask += [1] * len(new)
+    ended_with_eos = bool(new) and new[-1] in decoding.eos_ids
+    tool_messages = env.step(tokenizer.decode(new, skip_special_tokens=True))
+    if env.done:
+        return False
+    end_text = tokenizer.decode(new[-1:]) if ended_with_eos else ""
+    glue = _glue_ids(tokenizer, tool_messages, decoding.tool_role, end_text)
+    if decoding.budget is not None and len(episode.completion_ids) + len(glue) >= decoding.budget:
+        return False  # no room for another turn: stop here and score as is
+    episode.completion_ids += glue
+    episode.env_mask += [0] * len(glue)
+    return True
 
 
 class AgentRollout:

@@ -103,19 +103,28 @@ class AgentDojoAgentLoop(AgentLoopBase):
 
         # result() ends an episode cut short by the context budget and scores it as it stands
         result = await self.loop.run_in_executor(None, env.result)
-        scores = result_scores(result)
+        return self._output(runtime_ids, response_mask, logprobs, result_scores(result), turns,
+                            metrics)
+
+    def _output(
+        self,
+        runtime_ids: list[int],
+        response_mask: list[int],
+        logprobs: list[float] | None,
+        scores: dict[str, float],
+        turns: int,
+        metrics: dict[str, Any],
+    ) -> AgentLoopOutput:
+        """The scored episode in verl's form, its response cut to ``response_length``."""
         # the response is the tail the mask describes; the builder may re-render earlier tokens
         split = len(runtime_ids) - len(response_mask)
-        response_ids = runtime_ids[split:][: self.response_length]
-        mask = response_mask[: self.response_length]
-        out = AgentLoopOutput(
+        return AgentLoopOutput(
             prompt_ids=runtime_ids[:split],
-            response_ids=response_ids,
-            response_mask=mask,
+            response_ids=runtime_ids[split:][: self.response_length],
+            response_mask=response_mask[: self.response_length],
             response_logprobs=logprobs[: self.response_length] if logprobs else None,
             reward_score=scores["score"],
             num_turns=1 + 2 * turns,
             metrics=metrics,
             extra_fields={"reward_extra_info": scores, "turn_scores": [], "tool_rewards": []},
         )
-        return out

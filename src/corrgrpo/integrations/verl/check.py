@@ -53,25 +53,33 @@ def check_environment(
 
     if STATE["errors"]:
         problems.extend(f"plugin error: {e}" for e in STATE["errors"])
-    ours = sorted(
-        name for name, fn in core_algos.ADV_ESTIMATOR_REGISTRY.items()
-        if getattr(fn, "corrgrpo_estimator", None)
-    )
+    _check_estimators(report, core_algos.ADV_ESTIMATOR_REGISTRY, estimator)
+    if trainers:
+        _check_trainers(report, trainer_mode)
+    report["ok"] = not problems
+    return report
+
+
+def _check_estimators(report: dict[str, Any], registry: dict[str, Any], estimator: str) -> None:
+    """Which estimators corrgrpo registered with verl, and whether ``estimator`` is one."""
+    ours = sorted(name for name, fn in registry.items() if getattr(fn, "corrgrpo_estimator", None))
     report["estimators"] = ours
     if estimator not in ours:
-        problems.append(
+        report["problems"].append(
             f"estimator {estimator!r} is not registered with verl; corrgrpo registered: "
             f"{', '.join(ours) or 'none'}"
         )
-    if not trainers:
-        report["ok"] = not problems
-        return report
+
+
+def _check_trainers(report: dict[str, Any], trainer_mode: str) -> None:
+    """The legacy trainer is wrapped and ``trainer_mode`` is a registered V1 trainer mode."""
+    problems: list[str] = report["problems"]
     try:
         from verl.trainer.ppo import ray_trainer  # noqa: F401  (fires the legacy hook)
         from verl.trainer.ppo.v1 import trainer_base
     except Exception as err:
         problems.append(f"cannot import verl's trainers: {type(err).__name__}: {err}")
-        return report
+        return
     from corrgrpo.integrations.verl import legacy
 
     report["legacy_wrapper"] = legacy.installed(sys.modules["verl.trainer.ppo.ray_trainer"])
@@ -86,8 +94,6 @@ def check_environment(
             f"trainer mode {trainer_mode!r} is not registered; available: "
             f"{', '.join(sorted(trainer_base.TRAINER_REGISTRY))}"
         )
-    report["ok"] = not problems
-    return report
 
 
 def _why_not_loaded() -> str:

@@ -19,7 +19,10 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from corrgrpo.integrations.verl.config import CorrGRPOVerlConfig
 
 
 def compose_recipe(config_file: str | Path, overrides: list[str] | None = None) -> Any:
@@ -90,25 +93,38 @@ def validate_recipe(config_file: str | Path, overrides: list[str] | None = None)
     """Validate a recipe; returns a summary, raises ``ValueError`` listing every problem."""
     import verl  # noqa: F401  (loads the corrgrpo plugin like a trainer process)
     from omegaconf import OmegaConf
-    from verl.trainer.ppo import core_algos
-    from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
     from verl.utils.config import validate_config
-
-    from corrgrpo.integrations.verl.config import CorrGRPOVerlConfig
-    from corrgrpo.integrations.verl.estimators import corrgrpo_name_of
-    from corrgrpo.integrations.verl.rewards import domain_of, domain_scorer
 
     cfg = compose_recipe(config_file, overrides)
     OmegaConf.resolve(cfg)
-    problems: list[str] = []
-
     with contextlib.redirect_stdout(sys.stderr):  # verl prints its verdict
         validate_config(
             cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
         )
+    problems: list[str] = []
+    checked = _check_sections(cfg, problems)
+    corr = _check_algorithm(cfg, problems)
+    _check_agent_loop(cfg, problems)
+    domain = _check_reward_function(cfg, corr, problems)
+    if problems:
+        raise ValueError(f"recipe {config_file} is invalid:\n- " + "\n- ".join(problems))
+    return {
+        "recipe": str(config_file),
+        "estimator": cfg.algorithm.adv_estimator,
+        "trainer_mode": cfg.trainer.v1.trainer_mode if cfg.trainer.use_v1 else "legacy",
+        "domain": domain,
+        "reward_keys": list(corr.reward_keys),
+        "model": cfg.actor_rollout_ref.model.path,
+        "train_batch_size": cfg.data.train_batch_size,
+        "rollout_n": cfg.actor_rollout_ref.rollout.n,
+        "gpus": cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node,
+        "dataclass_sections_checked": len(checked),
+    }
 
+
+def _check_sections(cfg: Any, problems: list[str]) -> list[str]:
+    """Every ``_target_`` section converts to its dataclass where verl's defaults do."""
     default_ok = _sections_verl_converts()
     checked = []
     # sections of features the recipe leaves off keep verl's open mandatory values
@@ -121,14 +137,24 @@ def validate_recipe(config_file: str | Path, overrides: list[str] | None = None)
             checked.append(where)
             if error:
                 problems.append(f"{where}: {error}")
+    return checked
+
+
+def _check_algorithm(cfg: Any, problems: list[str]) -> CorrGRPOVerlConfig:
+    """``algorithm`` is an AlgoConfig, its estimator registered, ``corrgrpo`` valid for it."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo import core_algos
+
+    from corrgrpo.integrations.verl.config import CorrGRPOVerlConfig
+    from corrgrpo.integrations.verl.estimators import corrgrpo_name_of
 
     algorithm = OmegaConf.to_container(cfg.algorithm, resolve=True)
+    assert isinstance(algorithm, dict)  # a mapping section resolves to a dict
     section = algorithm.pop("corrgrpo", None)
     error = _convertible(OmegaConf.create(algorithm))
     if error:
         problems.append(f"algorithm: {error}")
     corr = CorrGRPOVerlConfig.from_mapping(section)
-
     estimator = cfg.algorithm.adv_estimator
     ours = corrgrpo_name_of(estimator)
     if estimator not in core_algos.ADV_ESTIMATOR_REGISTRY:
@@ -137,15 +163,27 @@ def validate_recipe(config_file: str | Path, overrides: list[str] | None = None)
         corr.check_estimator(ours)
         if not corr.reward_keys:
             problems.append("algorithm.corrgrpo.reward_keys is empty")
-        mode = cfg.trainer.v1.trainer_mode if cfg.trainer.use_v1 else None
-        if mode is not None and not str(mode).startswith("corrgrpo_"):
-            problems.append(
-                f"trainer.v1.trainer_mode={mode!r} does not hand reward components to "
-                f"{estimator!r}; use corrgrpo_sync / corrgrpo_colocate_async / corrgrpo_separate_async"
-            )
-        if mode is not None and mode not in TRAINER_REGISTRY:
-            problems.append(f"trainer.v1.trainer_mode={mode!r} is not registered")
+        _check_trainer_mode(cfg, estimator, problems)
+    return corr
 
+
+def _check_trainer_mode(cfg: Any, estimator: str, problems: list[str]) -> None:
+    """A V1 trainer mode must hand the reward components to a corrgrpo estimator."""
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
+
+    mode = cfg.trainer.v1.trainer_mode if cfg.trainer.use_v1 else None
+    if mode is None:
+        return
+    if not str(mode).startswith("corrgrpo_"):
+        problems.append(
+            f"trainer.v1.trainer_mode={mode!r} does not hand reward components to "
+            f"{estimator!r}; use corrgrpo_sync / corrgrpo_colocate_async / corrgrpo_separate_async"
+        )
+    if mode not in TRAINER_REGISTRY:
+        problems.append(f"trainer.v1.trainer_mode={mode!r} is not registered")
+
+
+def _check_agent_loop(cfg: Any, problems: list[str]) -> None:
     agent_loop = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
     if str(agent_loop).startswith("corrgrpo_"):
         from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
@@ -153,11 +191,17 @@ def validate_recipe(config_file: str | Path, overrides: list[str] | None = None)
         if agent_loop not in _agent_loop_registry:
             problems.append(f"agent loop {agent_loop!r} is not registered")
 
-    reward_fn = get_custom_reward_fn(cfg)
-    if reward_fn is None:
+
+def _check_reward_function(cfg: Any, corr: CorrGRPOVerlConfig, problems: list[str]) -> str:
+    """The custom reward function loads and the reward keys are its domain's components."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    from corrgrpo.integrations.verl.rewards import domain_of, domain_scorer
+
+    if get_custom_reward_fn(cfg) is None:
         problems.append("reward.custom_reward_function.path is not set")
     kwargs = dict(cfg.reward.custom_reward_function.get("reward_kwargs") or {})
-    domain = kwargs.get("domain") or domain_of(cfg.get("corrgrpo_setting"))
+    domain: str = kwargs.get("domain") or domain_of(cfg.get("corrgrpo_setting"))
     components = list(kwargs.get("components") or [])
     if corr.reward_keys and components and not set(corr.reward_keys) <= set(components):
         problems.append(
@@ -173,27 +217,15 @@ def validate_recipe(config_file: str | Path, overrides: list[str] | None = None)
                 f"({list(domain_components)})"
             )
     domain_scorer(domain)  # the domain imports
-
-    if problems:
-        raise ValueError(f"recipe {config_file} is invalid:\n- " + "\n- ".join(problems))
-    return {
-        "recipe": str(config_file),
-        "estimator": estimator,
-        "trainer_mode": cfg.trainer.v1.trainer_mode if cfg.trainer.use_v1 else "legacy",
-        "domain": domain,
-        "reward_keys": list(corr.reward_keys),
-        "model": cfg.actor_rollout_ref.model.path,
-        "train_batch_size": cfg.data.train_batch_size,
-        "rollout_n": cfg.actor_rollout_ref.rollout.n,
-        "gpus": cfg.trainer.nnodes * cfg.trainer.n_gpus_per_node,
-        "dataclass_sections_checked": len(checked),
-    }
+    return domain
 
 
 def _domain_components(domain: str) -> tuple[str, ...] | None:
     import importlib
 
-    module = importlib.import_module(f"corrgrpo.rewards.{domain}")
+    from corrgrpo.integrations.verl.rewards import DOMAIN_MODULES
+
+    module = importlib.import_module(DOMAIN_MODULES[domain])
     components = getattr(module, "COMPONENTS", None)
     return tuple(components) if components is not None else None
 

@@ -25,6 +25,13 @@ from typing import Any
 
 DOMAINS = ("code", "tools", "agent")
 
+#: the module holding each domain's verl ``compute_score`` and its ``COMPONENTS``
+DOMAIN_MODULES: dict[str, str] = {
+    "code": "corrgrpo.integrations.verl.code_score",
+    "tools": "corrgrpo.domains.tools",
+    "agent": "corrgrpo.domains.agent",
+}
+
 #: data_source values (lower case) of the datasets each domain scores
 DATA_SOURCES: dict[str, str] = {
     "leetcode": "code",
@@ -62,10 +69,10 @@ def domain_of(data_source: Any) -> str:
 
 
 def domain_scorer(domain: str) -> Callable[..., Any]:
-    """``corrgrpo.rewards.<domain>.compute_score``, imported on first use."""
+    """The domain's verl ``compute_score`` (from :data:`DOMAIN_MODULES`), imported on first use."""
     if domain not in DOMAINS:
         raise ValueError(f"unknown reward domain {domain!r}; expected one of {', '.join(DOMAINS)}")
-    module_name = f"corrgrpo.rewards.{domain}"
+    module_name = DOMAIN_MODULES[domain]
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
@@ -73,7 +80,7 @@ def domain_scorer(domain: str) -> Callable[..., Any]:
             f"the {domain!r} reward domain could not be imported ({err}); install its extra: "
             f"pip install 'corrgrpo[{domain},verl]'"
         ) from err
-    fn = getattr(module, "compute_score", None)
+    fn: Callable[..., Any] | None = getattr(module, "compute_score", None)
     if not callable(fn):
         raise ImportError(f"{module_name} does not provide compute_score")
     return fn
