@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-RewardFn = Callable[..., list[float | None]]
+RewardFn = Callable[..., Sequence[float | None]]
 
 
 @dataclass(frozen=True)

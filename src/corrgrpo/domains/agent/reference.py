@@ -25,7 +25,7 @@ def _replay_pipeline(calls: Sequence[Any], final_output: str) -> Any:
     class ReplayPipeline(BasePipelineElement):
         name = "local-replay"
 
-        def query(self, query, runtime, env, messages=(), extra_args=None):  # type: ignore[no-untyped-def]
+        def query(self, query, runtime, env, messages=(), extra_args=None):
             out = list(messages)
             for call in calls:
                 out.append({"role": "assistant", "content": [text_content_block_from_string("")],

@@ -280,8 +280,10 @@ def score_parsed(parsed: ParsedResponse, reference: Reference) -> ToolRewards:
     if not reference.has_calls:
         return ToolRewards(0.0, 0.0, 0.0, fmt, False, parsed.calls_parsed)
     if not parsed.calls_parsed:
-        lows = [REWARD_RANGES[n][0] for n in CONTENT_COMPONENTS]
-        return ToolRewards(*lows, fmt, True, False)
+        lowest = {name: REWARD_RANGES[name][0] for name in CONTENT_COMPONENTS}
+        return ToolRewards(
+            lowest["tool_name"], lowest["param_name"], lowest["param_value"], fmt, True, False
+        )
     scores = content_scores(reference.calls, parsed.calls)
     return ToolRewards(
         _scale("tool_name", scores.s_fn),

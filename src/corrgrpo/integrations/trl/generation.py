@@ -42,7 +42,9 @@ def greedy_completions(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_name, dtype=dtype).to(device).eval()
+    # Any: transformers' typing of the wrapped .to() rejects a device string
+    model: Any = AutoModelForCausalLM.from_pretrained(model_name, dtype=dtype)
+    model = model.to(device).eval()
     texts = [prompt_text(tokenizer, p) for p in prompts]
     outputs: list[str] = []
     for start in range(0, len(texts), batch_size):

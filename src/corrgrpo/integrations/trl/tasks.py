@@ -15,7 +15,8 @@ def task_trainer_kwargs(task: Task) -> dict[str, Any]:
     """
     kwargs = dict(task.trainer_kwargs())
     if task.name == "agent":
-        from corrgrpo.integrations.trl.agent_rollout import AgentTask, agent_trainer_kwargs
+        from corrgrpo.domains.agent.task import AgentTask
+        from corrgrpo.integrations.trl.agent_rollout import agent_trainer_kwargs
 
         if isinstance(task, AgentTask):
             kwargs.update(agent_trainer_kwargs(task))

@@ -117,7 +117,7 @@ class CorrGRPOTrainer(GRPOTrainer):
 
     def _replace_logged_advantages(self, result: BatchAdvantages) -> None:
         """TRL just appended its own advantages for this batch to the completions table: swap in ours."""
-        logged = self._logs["advantages"]
+        logged: Any = self._logs["advantages"]  # a deque, typed as a Collection by TRL
         for _ in range(min(result.advantages.numel(), len(logged))):
             logged.pop()
         logged.extend(result.advantages.tolist())

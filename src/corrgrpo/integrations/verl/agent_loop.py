@@ -20,7 +20,12 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import uuid4
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    register,
+)
 
 from corrgrpo.integrations.verl.config import AGENT_LOOP_NAME as AGENT_NAME
 
@@ -86,7 +91,8 @@ class AgentDojoAgentLoop(AgentLoopBase):
             )
             runtime_ids = merged.token_ids
             turns += 1
-            text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+            tokenizer: Any = self.tokenizer  # verl annotates the class, not an instance
+            text = tokenizer.decode(output.token_ids, skip_special_tokens=True)
             tool_messages = await self.loop.run_in_executor(None, lambda t=text: env.step(t))
             messages.append({"role": "assistant", "content": text})
             if env.done or len(response_mask) >= self.response_length:
@@ -125,6 +131,6 @@ class AgentDojoAgentLoop(AgentLoopBase):
             response_logprobs=logprobs[: self.response_length] if logprobs else None,
             reward_score=scores["score"],
             num_turns=1 + 2 * turns,
-            metrics=metrics,
+            metrics=AgentLoopMetrics(**metrics),
             extra_fields={"reward_extra_info": scores, "turn_scores": [], "tool_rewards": []},
         )

@@ -35,8 +35,8 @@ def wrap_compute_advantage(original: Callable[..., Any]) -> Callable[..., Any]:
     return compute_advantage
 
 
-def install(ray_trainer: ModuleType) -> None:
-    """Wrap ``ray_trainer.compute_advantage`` in place (idempotent)."""
+def install(ray_trainer: Any) -> None:
+    """Wrap ``ray_trainer.compute_advantage`` (verl's ray_trainer module) in place (idempotent)."""
     ray_trainer.compute_advantage = wrap_compute_advantage(ray_trainer.compute_advantage)
 
 

@@ -48,7 +48,8 @@ def _targets(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
         for key in node:
             child = node._get_node(key)
             if isinstance(child, DictConfig):
-                found.extend(_targets(child, f"{prefix}.{key}" if prefix else str(key)))
+                name = str(key)
+                found.extend(_targets(child, f"{prefix}.{name}" if prefix else name))
     return found
 
 
