@@ -50,7 +50,10 @@ def function_lengths(source: str) -> Iterator[tuple[int, str, int]]:
 def long_functions(root: Path, files: Sequence[Path], limit: int) -> list[LongFunction]:
     found = []
     for path in files:
-        relative = path.resolve().relative_to(root).as_posix()
+        resolved = path.resolve()
+        relative = (
+            resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(resolved)
+        )
         for line, name, length in function_lengths(path.read_text(encoding="utf-8")):
             if length > limit:
                 found.append(LongFunction(relative, line, name, length))
