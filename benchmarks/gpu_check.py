@@ -578,8 +578,8 @@ def resolve_device(name: str) -> torch.device:
             f"device {name!r} requested but CUDA is not available; "
             "use --device cpu for the CPU mode"
         )
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # events and the copy then run on the chosen device
     return device
 
 
@@ -594,7 +594,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "cpu_threads": torch.get_num_threads(),
     }
-    for package in ("transformers", "accelerate", "trl", "datasets"):
+    for package in ("transformers", "accelerate", "trl", "datasets", "pyarrow"):
         try:
             env[package] = __import__(package).__version__
         except ImportError:
