@@ -33,6 +33,7 @@ One command, one table, one JSON report; the exit status is non-zero when a chec
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -112,6 +113,14 @@ class Case:
         )
 
 
+def weights_for(k: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    return torch.tensor([WEIGHTS[i % len(WEIGHTS)] for i in range(k)], device=device)
+
+
+def error_text(err: BaseException) -> str:
+    return f"{type(err).__name__}: {str(err).strip()}"[:300]
+
+
 def synthetic_rewards(b: int, g: int, k: int, gen: torch.Generator) -> torch.Tensor:
     """(B, G, K) float32: binary components with ties, continuous ones, one of large scale."""
     x = torch.rand(b, g, k, generator=gen)
@@ -126,12 +135,10 @@ def with_gaps(
     """NaN entries, an unscorable sample, a constant group, constant columns, a singleton group."""
     x, ids = flat.clone(), ids.clone()
     k = x.shape[1]
+    x[ids == ids[0]] = 0.5  # every component constant in this group
+    x[ids % 2 == 0, 0] = 1.0  # component 0 constant in every even-id group
     x[torch.rand(x.shape[0], generator=gen) < 0.2, 1 % k] = float("nan")
     x[3] = float("nan")  # no component applies: advantage 0
-    first = ids == ids[0]
-    x[first] = 0.5  # every component constant in this group
-    half = ids % 2 == 0
-    x[half, 0] = 1.0  # component 0 constant in every even-id group
     ids[7] = int(ids.max()) + 1  # a group of one sample
     return x, ids
 
@@ -143,7 +150,7 @@ def build_cases(b: int, g: int, k: int, seed: int = 0) -> list[Case]:
     n = b * g
     uids = (torch.arange(b) * 3 + 11).repeat_interleave(g)
     ragged = ragged_index(n, g, gen)
-    weights = torch.tensor(WEIGHTS[:k]) if k <= len(WEIGHTS) else torch.randn(k, generator=gen)
+    weights = weights_for(k)
     gappy, gappy_ids = with_gaps(flat, ragged, gen)
     return [
         Case("dense", dense),
@@ -177,8 +184,17 @@ def check_correctness(
         reference_case = case.on("cpu", torch.float64)
         device_case = case.on(device)
         for est in names:
-            reference = reference_case.advantages(est)
-            result = compare(device_case.advantages(est), reference)
+            try:
+                reference = reference_case.advantages(est)
+                result = compare(device_case.advantages(est), reference)
+            except Exception as err:  # one estimator failing must not stop the rest
+                result = {
+                    "max_abs": math.nan,
+                    "max_rel": math.nan,
+                    "n_bad": -1,
+                    "ok": False,
+                    "error": error_text(err),
+                }
             rows.append({"estimator": est, "case": case.name, **result})
     return rows
 
@@ -188,8 +204,8 @@ def _sync_error(call: Callable[[], object], guard: Callable[[], Any]) -> str | N
     try:
         with guard():
             call()
-    except RuntimeError as err:
-        return str(err).strip().splitlines()[0][:160]
+    except Exception as err:  # the sync error, or anything else the accelerator path raises
+        return error_text(err)
     return None
 
 
@@ -214,40 +230,54 @@ def check_no_sync(
     cases: list[Case], device: torch.device, names: Sequence[str]
 ) -> list[dict[str, Any]]:
     """Per estimator: the inputs on which a call with check_finite=False read the host."""
-    rows = []
     on_device = [case.on(device) for case in cases]
     on_meta = [case.on("meta") for case in cases if case.name in META_CASES]
+    rows = []
     for est in names:
-        cuda_hits: dict[str, str] = {}
-        for dev_case in on_device:
-
-            def run(c: Case = dev_case, e: str = est) -> object:
-                return c.advantages(e, check_finite=False, stats={})
-
-            run()  # warm-up outside the guard (lazy library initialisation may sync)
-            if device.type == "cuda":
-                hit = _sync_error(run, _CudaSyncGuard)
-                if hit is not None:
-                    cuda_hits[dev_case.name] = hit
-        meta_hits: dict[str, str] = {}
-        for meta_case in on_meta:
-
-            def run_meta(c: Case = meta_case, e: str = est) -> object:
-                return c.advantages(e, check_finite=False, stats={})
-
-            hit = _sync_error(run_meta, _NoGuard)
+        cuda_hits, errors = _device_sync_hits(est, on_device, device)
+        meta_hits = {}
+        for case in on_meta:
+            call = functools.partial(case.advantages, est, check_finite=False, stats={})
+            hit = _sync_error(call, _NoGuard)
             if hit is not None:
-                meta_hits[meta_case.name] = hit
-        rows.append(_sync_row(est, device, cuda_hits, meta_hits))
+                meta_hits[case.name] = hit
+        rows.append(_sync_row(est, device, cuda_hits, meta_hits, errors))
     return rows
 
 
+def _device_sync_hits(
+    est: str, cases: list[Case], device: torch.device
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(inputs whose call synchronised inside the CUDA guard, inputs whose call failed)."""
+    hits: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    for case in cases:
+
+        def run(c: Case = case) -> object:
+            return c.advantages(est, check_finite=False, stats={})
+
+        try:
+            run()  # warm-up outside the guard (lazy library initialisation may sync)
+        except Exception as err:
+            errors[case.name] = error_text(err)
+            continue
+        if device.type == "cuda":
+            hit = _sync_error(run, _CudaSyncGuard)
+            if hit is not None:
+                hits[case.name] = hit
+    return hits, errors
+
+
 def _sync_row(
-    est: str, device: torch.device, cuda_hits: dict[str, str], meta_hits: dict[str, str]
+    est: str,
+    device: torch.device,
+    cuda_hits: dict[str, str],
+    meta_hits: dict[str, str],
+    errors: dict[str, str],
 ) -> dict[str, Any]:
     expected = EXPECTED_SYNC.get(est)
     cuda = "n/a" if device.type != "cuda" else ("ok" if not cuda_hits else "sync")
-    failed = bool(meta_hits) or (bool(cuda_hits) and expected is None)
+    failed = bool(meta_hits) or bool(errors) or (bool(cuda_hits) and expected is None)
     status = "FAIL" if failed else ("known" if cuda_hits else "pass")
     return {
         "estimator": est,
@@ -255,6 +285,7 @@ def _sync_row(
         "cuda_hits": cuda_hits,
         "meta": "ok" if not meta_hits else "sync",
         "meta_hits": meta_hits,
+        "errors": errors,
         "expected_sync": expected,
         "status": status,
         "ok": not failed,
@@ -310,34 +341,50 @@ def time_estimators(
     warmup: int,
     peak: float,
 ) -> list[dict[str, Any]]:
-    rows = []
     gen = torch.Generator().manual_seed(1)
-    for n in sizes:
-        for k in components:
-            for g in group_sizes:
-                x = synthetic_rewards(max(n // g, 1), g, k, gen).to(device)
-                w = torch.tensor(WEIGHTS[:k], dtype=torch.float32, device=device)
-                traffic = x.numel() * 4 + x.shape[0] * x.shape[1] * 4  # read N K, write N
-                row: dict[str, Any] = {
-                    "N": x.shape[0] * g,
-                    "K": k,
-                    "G": g,
-                    "seconds": {},
-                    "bandwidth_fraction": {},
-                }
-                for est in names:
-
-                    def call(e: str = est, x: torch.Tensor = x, w: torch.Tensor = w) -> object:
-                        return corrgrpo.compute_advantages(x, e, weights=w, check_finite=False)
-
-                    seconds = time_calls(call, device, repeats, warmup)
-                    row["seconds"][est] = seconds
-                    row["bandwidth_fraction"][est] = traffic / seconds / peak
-                secs = row["seconds"]
-                both = "corr_grpo" in secs and "grpo" in secs
-                row["corr_grpo_over_grpo"] = secs["corr_grpo"] / secs["grpo"] if both else None
-                rows.append(row)
+    shapes = [(n, k, g) for n in sizes for k in components for g in group_sizes]
+    rows = []
+    for n, k, g in shapes:
+        x = synthetic_rewards(max(n // g, 1), g, k, gen).to(device)
+        rows.append(_time_shape(x, weights_for(k, device), names, repeats, warmup, peak))
     return rows
+
+
+def _time_shape(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    names: Sequence[str],
+    repeats: int,
+    warmup: int,
+    peak: float,
+) -> dict[str, Any]:
+    """Every estimator on one dense (B, G, K) input: seconds and share of peak bandwidth."""
+    b, g, k = x.shape
+    traffic = b * g * k * 4 + b * g * 4  # read N K float32, write N
+    row: dict[str, Any] = {
+        "N": b * g,
+        "K": k,
+        "G": g,
+        "seconds": {},
+        "bandwidth_fraction": {},
+        "errors": {},
+    }
+    for est in names:
+
+        def call(e: str = est) -> object:
+            return corrgrpo.compute_advantages(x, e, weights=w, check_finite=False)
+
+        try:
+            seconds = time_calls(call, x.device, repeats, warmup)
+        except Exception as err:
+            row["errors"][est] = error_text(err)
+            seconds = math.nan
+        row["seconds"][est] = seconds
+        row["bandwidth_fraction"][est] = traffic / seconds / peak
+    secs = row["seconds"]
+    both = "corr_grpo" in secs and "grpo" in secs
+    row["corr_grpo_over_grpo"] = secs["corr_grpo"] / secs["grpo"] if both else None
+    return row
 
 
 def trl_available() -> str | None:
@@ -387,25 +434,32 @@ def run_trainer(
     trainer.remove_callback(PrinterCallback)
     start = time.perf_counter()
     trainer.train()
-    wall = time.perf_counter() - start
-    logs = [entry for entry in trainer.state.log_history if "step_time" in entry]
+    summary = summarise_run(trainer.state.log_history, steps)
+    param = next(trainer.model_wrapped.parameters())
+    summary["ok"] = summary["ok"] and param.device.type == device.type
+    return {
+        "estimator": estimator,
+        "wall_s": time.perf_counter() - start,
+        "param_dtype": str(param.dtype),
+        "param_device": str(param.device),
+        **summary,
+    }
+
+
+def summarise_run(log_history: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+    """Losses, step times (median without the first step) and corrgrpo metric names."""
+    logs = [entry for entry in log_history if "step_time" in entry]
     losses = [float(entry["loss"]) for entry in logs if "loss" in entry]
     step_times = [float(entry["step_time"]) for entry in logs]
     metrics = sorted({key for entry in logs for key in entry if key.startswith("corrgrpo/")})
-    param = next(trainer.model_wrapped.parameters())
+    median = statistics.median(step_times[1:] or step_times) if step_times else math.nan
     ok = len(losses) == steps and all(math.isfinite(v) for v in losses) and bool(metrics)
     return {
-        "estimator": estimator,
         "steps": steps,
         "losses": losses,
         "step_times": step_times,
-        "median_step_s": statistics.median(step_times[1:] or step_times)
-        if step_times
-        else float("nan"),
-        "wall_s": wall,
+        "median_step_s": median,
         "corrgrpo_metrics": metrics,
-        "param_dtype": str(param.dtype),
-        "param_device": str(param.device),
         "ok": ok,
     }
 
@@ -423,9 +477,21 @@ def check_trainer(device: torch.device, steps: int) -> dict[str, Any]:
     hf_logging.disable_progress_bar()
     workdir = tempfile.mkdtemp(prefix="corrgrpo-gpu-check-")
     model_dir = save_tiny_model_and_tokenizer(os.path.join(workdir, "model"), hidden_size=64)
-    runs = {
-        est: run_trainer(est, model_dir, device, steps, workdir) for est in ("corr_grpo", "grpo")
-    }
+    runs: dict[str, dict[str, Any]] = {}
+    for est in ("corr_grpo", "grpo"):
+        try:
+            runs[est] = run_trainer(est, model_dir, device, steps, workdir)
+        except Exception as err:  # report it with the rest instead of losing the whole report
+            runs[est] = {
+                "estimator": est,
+                "steps": steps,
+                "losses": [],
+                "step_times": [],
+                "median_step_s": math.nan,
+                "corrgrpo_metrics": [],
+                "ok": False,
+                "error": error_text(err),
+            }
     ratio = runs["corr_grpo"]["median_step_s"] / runs["grpo"]["median_step_s"]
     return {
         "skipped": None,
@@ -437,6 +503,8 @@ def check_trainer(device: torch.device, steps: int) -> dict[str, Any]:
 
 # -- report --------------------------------------------------------------------------------
 def _cell_correct(row: dict[str, Any]) -> str:
+    if "error" in row:
+        return "ERROR"
     return f"{row['max_abs']:.0e}/{row['max_rel']:.0e}" + ("" if row["ok"] else " FAIL")
 
 
@@ -446,6 +514,8 @@ def _cell_sync(row: dict[str, Any]) -> str:
 
 
 def _cell_time(seconds: float, fraction: float) -> str:
+    if math.isnan(seconds):
+        return "ERROR"
     return f"{seconds * 1e3:.3g}ms {100 * fraction:.2g}%"
 
 
@@ -477,7 +547,9 @@ def table_rows(report: dict[str, Any]) -> list[tuple[str, dict[str, str], str]]:
         rows.append(("trainer", {}, f"skipped: {trainer['skipped']}"))
     else:
         cells = {
-            est: f"{run['median_step_s']:.3f}s/step" + ("" if run["ok"] else " FAIL")
+            est: "ERROR"
+            if "error" in run
+            else f"{run['median_step_s']:.3f}s/step" + ("" if run["ok"] else " FAIL")
             for est, run in trainer["runs"].items()
         }
         rows.append(
@@ -632,25 +704,36 @@ def run_checks(args: argparse.Namespace, device: torch.device) -> dict[str, Any]
         if args.trainer
         else {"skipped": "not asked for (--trainer runs it)", "ok": True, "runs": {}}
     )
+    report["failures"] = list_failures(report)
+    report["ok"] = not report["failures"]
+    report["seconds"] = time.perf_counter() - started
+    return report
+
+
+def list_failures(report: dict[str, Any]) -> list[str]:
+    """One line per failed check (timing errors included; slow timings are not failures)."""
     failures = [
-        f"{r['estimator']} on {r['case']}: max abs {r['max_abs']:.2e}"
+        f"{r['estimator']} on {r['case']}: " + r.get("error", f"max abs {r['max_abs']:.2e}")
         for r in report["correctness"]
         if not r["ok"]
     ]
     failures += [
-        f"{r['estimator']} syncs: {r['cuda_hits'] or r['meta_hits']}"
+        f"{r['estimator']}: host reads {r['cuda_hits'] or r['meta_hits'] or r['errors']}"
         for r in report["sync"]
         if not r["ok"]
     ]
     failures += [
-        f"trainer with {est}: losses {run['losses']}, metrics {run['corrgrpo_metrics']}"
+        f"{est} timed at N={t['N']} K={t['K']} G={t['G']}: {error}"
+        for t in report["timing"]
+        for est, error in t["errors"].items()
+    ]
+    failures += [
+        f"trainer with {est}: "
+        + run.get("error", f"losses {run['losses']}, metrics {run['corrgrpo_metrics']}")
         for est, run in report["trainer"]["runs"].items()
         if not run["ok"]
     ]
-    report["failures"] = failures
-    report["ok"] = not failures
-    report["seconds"] = time.perf_counter() - started
-    return report
+    return failures
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -72,8 +70,19 @@ def broken_estimators() -> Iterator[list[str]]:
             return torch.zeros(rewards.shape[:-1], dtype=rewards.dtype, device=rewards.device)
         return grpo_advantages(rewards, groups, weights, eps=eps, ddof=ddof, stats=stats)
 
-    names = ["zz_drifting", "zz_host_reading"]
-    for name, fn in zip(names, (drifting, host_reading), strict=True):
+    def raising(
+        rewards: torch.Tensor,
+        groups: Any,
+        weights: torch.Tensor,
+        *,
+        eps: Any = None,
+        ddof: int = 1,
+        stats: Any = None,
+    ) -> torch.Tensor:
+        raise ValueError("broken on purpose")
+
+    names = ["zz_drifting", "zz_host_reading", "zz_raising"]
+    for name, fn in zip(names, (drifting, host_reading, raising), strict=True):
         registry.register_estimator(name)(fn)
     try:
         yield names
@@ -82,17 +91,12 @@ def broken_estimators() -> Iterator[list[str]]:
             registry._REGISTRY.pop(name, None)
 
 
-def test_cpu_mode_passes_and_reports(tmp_path: Path) -> None:
+def test_cpu_mode_passes_and_reports(
+    gpu_check: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     output = tmp_path / "report.json"
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "gpu_check.py"),
-        *SMALL,
-        "--output",
-        str(output),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert gpu_check.main([*SMALL, "--output", str(output)]) == 0
+    stdout = capsys.readouterr().out
     report = json.loads(output.read_text())
     names = corrgrpo.list_estimators()
     assert report["ok"] and report["failures"] == []
@@ -108,8 +112,8 @@ def test_cpu_mode_passes_and_reports(tmp_path: Path) -> None:
         set(t["seconds"]) == set(names) and t["corr_grpo_over_grpo"] > 0 for t in report["timing"]
     )
     assert report["trainer"]["skipped"]
-    header = done.stdout.splitlines()[2]
-    assert all(name in header for name in names) and "all checks passed" in done.stdout
+    header = stdout.splitlines()[2]
+    assert all(name in header for name in names) and "all checks passed" in stdout
 
 
 def test_disagreement_and_host_reads_fail(
@@ -119,14 +123,16 @@ def test_disagreement_and_host_reads_fail(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     output = tmp_path / "report.json"
-    drifting, host_reading = broken_estimators
-    arguments = [*SMALL, "--components", "4", "--estimators", "grpo", drifting, host_reading]
+    drifting, host_reading, raising = broken_estimators
+    arguments = [*SMALL, "--components", "4", "--estimators", "grpo", *broken_estimators]
     assert gpu_check.main([*arguments, "--output", str(output)]) == 1
-    report = json.loads(output.read_text())
+    report = json.loads(output.read_text())  # written in full despite the failures
     bad_correct = {r["estimator"] for r in report["correctness"] if not r["ok"]}
     bad_sync = {r["estimator"] for r in report["sync"] if not r["ok"]}
-    assert bad_correct == {drifting}
-    assert bad_sync == {host_reading}
+    assert bad_correct == {drifting, raising}
+    assert bad_sync == {host_reading, raising}
+    assert set(report["timing"][0]["errors"]) == {raising}
+    assert any("broken on purpose" in line for line in report["failures"])
     assert "SOME CHECKS FAILED" in capsys.readouterr().out
 
 
