@@ -49,6 +49,7 @@ from typing import Any
 
 import torch
 from estimators import median_time, ragged_index  # benchmarks/estimators.py
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import corrgrpo
 
@@ -218,6 +219,18 @@ class _CudaSyncGuard:
         torch.cuda.set_sync_debug_mode("default")
 
 
+class _OpCounter(TorchDispatchMode):
+    """Counts the tensor operations a call dispatches, views (no kernel) apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
 class _NoGuard:
     def __enter__(self) -> None:
         return None
@@ -232,6 +245,7 @@ def check_no_sync(
     """Per estimator: the inputs on which a call with check_finite=False read the host."""
     on_device = [case.on(device) for case in cases]
     on_meta = [case.on("meta") for case in cases if case.name in META_CASES]
+    weighted = next(case for case in on_meta if case.name == "weighted")
     rows = []
     for est in names:
         cuda_hits, errors = _device_sync_hits(est, on_device, device)
@@ -241,7 +255,14 @@ def check_no_sync(
             hit = _sync_error(call, _NoGuard)
             if hit is not None:
                 meta_hits[case.name] = hit
-        rows.append(_sync_row(est, device, cuda_hits, meta_hits, errors))
+        row = _sync_row(est, device, cuda_hits, meta_hits, errors)
+        # operations on the accelerator path ~ kernel launches, which bound small-N timings
+        row["ops_dense"] = None
+        if not meta_hits:
+            with _OpCounter() as counter:
+                weighted.advantages(est, check_finite=False)
+            row["ops_dense"] = counter.ops
+        rows.append(row)
     return rows
 
 
@@ -530,6 +551,8 @@ def table_rows(report: dict[str, Any]) -> list[tuple[str, dict[str, str], str]]:
     rows.append(
         ("host sync cuda/meta", {r["estimator"]: _cell_sync(r) for r in report["sync"]}, "")
     )
+    ops = {r["estimator"]: str(r["ops_dense"] or "-") for r in report["sync"]}
+    rows.append(("tensor ops per call (dense)", ops, ""))
     for t in report["timing"]:
         cells = {
             est: _cell_time(s, t["bandwidth_fraction"][est]) for est, s in t["seconds"].items()

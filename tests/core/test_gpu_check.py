@@ -107,6 +107,8 @@ def test_cpu_mode_passes_and_reports(
     assert all(r["max_abs"] <= 1e-5 for r in report["correctness"])
     assert [r["estimator"] for r in report["sync"]] == names
     assert all(r["cuda"] == "n/a" and r["meta"] == "ok" for r in report["sync"])
+    ops = {r["estimator"]: r["ops_dense"] for r in report["sync"]}
+    assert 0 < ops["grpo"] < ops["corr_grpo"] < ops["rdpo"]
     assert [(t["N"], t["K"], t["G"]) for t in report["timing"]] == [(256, 4, 8), (256, 7, 8)]
     assert all(
         set(t["seconds"]) == set(names) and t["corr_grpo_over_grpo"] > 0 for t in report["timing"]
