@@ -14,7 +14,8 @@ One command, one table, one JSON report; the exit status is non-zero when a chec
    independent proxy runs the same calls on the ``meta`` device, where every read of a value on
    the host (``.item()``, ``bool(tensor)``, ``nonzero``) raises; it takes the accelerator code
    path, so the CPU mode still guards it. (Blocking copies from the host are only seen by the
-   CUDA check.)
+   CUDA check.) The same proxy counts the tensor operations one call dispatches (views apart):
+   about one kernel launch each, which is what bounds the time at small N.
 3. Timings on dense input for every N, K, G: CUDA events (CPU: perf_counter), median of
    ``--repeats`` after ``--warmup`` calls, ``check_finite=False``. Each cell is the time and the
    achieved bandwidth of the minimal traffic of an O(N K) kernel (read N K float32, write N
