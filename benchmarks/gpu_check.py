@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.metadata
 import json
 import math
 import os
@@ -409,12 +410,16 @@ def _time_shape(
     return row
 
 
-def trl_available() -> str | None:
-    """None if TRL (and with it the trainer) imports, else the reason it does not."""
+def trl_missing() -> dict[str, Any] | None:
+    """None if TRL (and with it the trainer) imports, else the trainer section saying why."""
     try:
-        import corrgrpo.integrations.trl  # noqa: F401
+        import datasets  # type: ignore[import-untyped]  # noqa: F401
+
+        import corrgrpo.integrations.trl.trainer  # noqa: F401  (imports TRL)
     except ImportError as err:
-        return f"TRL not importable ({err})"
+        return {"skipped": f"TRL not importable ({err})", "ok": True, "runs": {}}
+    except Exception as err:  # installed but broken (e.g. a version mismatch): a failure
+        return {"skipped": "TRL fails to import", "error": error_text(err), "ok": False, "runs": {}}
     return None
 
 
@@ -488,9 +493,9 @@ def summarise_run(log_history: list[dict[str, Any]], steps: int) -> dict[str, An
 
 def check_trainer(device: torch.device, steps: int) -> dict[str, Any]:
     """corr_grpo and grpo through CorrGRPOTrainer on the same tiny model, side by side."""
-    missing = trl_available()
+    missing = trl_missing()
     if missing is not None:
-        return {"skipped": missing, "ok": True, "runs": {}}
+        return missing
     from transformers.utils import logging as hf_logging
 
     from corrgrpo.models import save_tiny_model_and_tokenizer
@@ -692,8 +697,8 @@ def environment(device: torch.device) -> dict[str, Any]:
     }
     for package in ("transformers", "accelerate", "trl", "datasets", "pyarrow"):
         try:
-            env[package] = __import__(package).__version__
-        except ImportError:
+            env[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
             env[package] = None
     return env
 
@@ -751,6 +756,8 @@ def list_failures(report: dict[str, Any]) -> list[str]:
         for t in report["timing"]
         for est, error in t["errors"].items()
     ]
+    if "error" in report["trainer"]:
+        failures.append(f"trainer: {report['trainer']['error']}")
     failures += [
         f"trainer with {est}: "
         + run.get("error", f"losses {run['losses']}, metrics {run['corrgrpo_metrics']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -147,3 +148,12 @@ def test_compare_tolerance(gpu_check: ModuleType) -> None:
     with_nan = reference.clone()
     with_nan[1] = float("nan")
     assert not gpu_check.compare(with_nan, reference)["ok"]
+
+
+def test_trainer_skipped_with_a_reason_without_trl(
+    gpu_check: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "corrgrpo.integrations.trl.trainer", None)
+    section = gpu_check.check_trainer(torch.device("cpu"), 1)
+    assert section["ok"] and section["runs"] == {}
+    assert section["skipped"].startswith("TRL not importable")
