@@ -40,8 +40,11 @@ def compute_advantages(
         ddof: divisor n - ddof for every sample statistic (default 1).
         stats: optional dict the estimator fills with diagnostic tensors (e.g.
             ``singleton_groups``, ``guard_triggers``, per-group ``q``).
-        check_finite: reject +-inf rewards with an error naming the sample and component.
-            This check is the only host synchronisation; pass False to skip it on GPU.
+        check_finite: reject +-inf rewards with an error naming the sample and component
+            (and non-finite weights already on an accelerator). This check is the only host
+            synchronisation; pass False to skip it on GPU, with ``group_index`` and ``weights``
+            already on the rewards' device (a blocking copy from the host waits for the
+            device too).
         **options: estimator-specific options (see each estimator's docstring).
 
     Returns:
@@ -55,7 +58,7 @@ def compute_advantages(
     )
     if check_finite:
         _reject_inf(batch.flat)
-    w = _weights(weights, rewards.shape[-1], rewards.device)
+    w = _weights(weights, rewards.shape[-1], rewards.device, check_finite)
     adv = fn(
         batch.samples.to(torch.float64), batch.groups, w, eps=eps, ddof=ddof, stats=stats,
         **options,
@@ -123,16 +126,19 @@ def _flat_batch(rewards: Tensor, group_index: Tensor | Sequence[Hashable] | None
     return _Batch(rewards, samples, dense_groups, (n,), order)
 
 
-def _weights(weights: Tensor | Sequence[float] | None, k: int, device: torch.device) -> Tensor:
+def _weights(
+    weights: Tensor | Sequence[float] | None, k: int, device: torch.device, check_finite: bool
+) -> Tensor:
     if weights is None:
         return torch.ones(k, dtype=torch.float64, device=device)
-    w = torch.as_tensor(weights, dtype=torch.float64, device=device)
+    w = torch.as_tensor(weights, dtype=torch.float64)  # stays where the caller put it
     if w.dim() != 1 or w.numel() != k:
         raise ValueError(f"weights must have shape ({k},) to match K={k} components, got "
                          f"{tuple(w.shape)}")
-    if not torch.isfinite(w).all():
+    # free on the host; on an accelerator the answer is a host read, skipped with check_finite
+    if (w.device.type == "cpu" or check_finite) and not torch.isfinite(w).all():
         raise ValueError(f"weights must be finite, got {w.tolist()}")
-    return w
+    return w.to(device)
 
 
 def _reject_inf(flat: Tensor) -> None:
