@@ -14,7 +14,10 @@ from typing import Any
 
 DOMAINS: dict[str, tuple[str, str]] = {
     "code": ("corrgrpo.domains.code.eval", "pass@1 and per-reward means of code completions"),
-    "tools": ("corrgrpo.domains.tools.eval", "RLLA field scores, all-exact, API-Bank accuracy"),
+    "tools": (
+        "corrgrpo.domains.tools.eval",
+        "RLLA field scores, all-exact, API-Bank and BFCL accuracy",
+    ),
     "agent": ("corrgrpo.domains.agent.eval", "AgentDojo utility, attack success, joint accuracy"),
 }
 
