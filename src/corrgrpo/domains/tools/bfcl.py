@@ -165,12 +165,21 @@ def load_bfcl(
     *,
     limit: int | None = None,
 ) -> list[BfclRow]:
-    """Rows of the asked categories (all by default); ``limit`` caps each category."""
+    """Rows of the asked categories; ``limit`` caps each category.
+
+    Without ``categories``: every category whose file the folder holds (all of them in the
+    ``bfcl-eval`` package). A category asked for by name must be there.
+    """
     directory = Path(data).expanduser() if data is not None else default_data_dir()
     if not directory.is_dir():
         raise FileNotFoundError(f"BFCL data folder {directory} does not exist")
+    chosen = check_categories(categories)
+    if categories is None:
+        chosen = tuple(c for c in chosen if (directory / f"BFCL_v4_{c}.json").is_file())
+        if not chosen:
+            raise FileNotFoundError(f"{directory} holds no BFCL_v4_<category>.json file")
     rows: list[BfclRow] = []
-    for category in check_categories(categories):
+    for category in chosen:
         rows.extend(load_category(directory, category)[:limit])
     return rows
 
