@@ -207,3 +207,23 @@ def test_cli_generates_with_a_model(tmp_path: Path, capsys: pytest.CaptureFixtur
         "simple_python_1",
         "irrelevance_0",
     ]
+
+
+def test_docs_report_example_is_what_the_command_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = (FIXTURES.parents[2] / "docs" / "tools.md").read_text(encoding="utf-8")
+    section = doc[doc.index("**Report.** A table per category") :]
+    start = section.index("```json\n") + len("```json\n")
+    shown = json.loads(section[start : section.index("\n```", start)])
+    preds = FIXTURES / "bfcl_predictions.jsonl"
+    out = tmp_path / "r.json"
+    rc, _, _ = run_cli(
+        ["--data", str(BFCL_FIXTURE), "--predictions", str(preds), "--output", str(out)], capsys
+    )
+    report = json.loads(out.read_text())
+    assert rc == 0
+    for key in ("categories", "summaries", "overall", "prompt_style"):
+        assert report[key] == shown[key]
+    records = {r["id"]: r for r in report["records"]}
+    assert all(records[r["id"]] == r for r in shown["records"])

@@ -150,7 +150,8 @@ def _answer_type(acceptable: Sequence[Any]) -> type | None:
 def _type_ok(value: Any, acceptable: Sequence[Any], expected: type, nested: type | None) -> bool:
     """BFCL's type rule (one level of nesting); the "variable" case is :func:`_is_variable`."""
     answer_type = _answer_type(acceptable)
-    if type(value) is expected:
+    value_type: type = type(value)
+    if value_type is expected:
         if nested is None:
             return True
         for answer in acceptable:
@@ -160,7 +161,7 @@ def _type_ok(value: Any, acceptable: Sequence[Any], expected: type, nested: type
             ):
                 return True
         return False
-    return answer_type is not None and type(value) is answer_type
+    return answer_type is not None and value_type is answer_type
 
 
 def _is_variable(acceptable: Sequence[Any], expected: type) -> bool:
