@@ -75,9 +75,9 @@ def bfcl_table(result: dict[str, Any]) -> Any:
     from rich.table import Table
 
     table = Table(title="BFCL v4 AST accuracy (%)")
-    for column, justify in (("category", "left"), ("correct", "right"), ("rows", "right")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    table.add_column("accuracy", justify="right")
+    table.add_column("category")
+    for column in ("correct", "rows", "accuracy"):
+        table.add_column(column, justify="right")
     for name, score in result["categories"].items():
         table.add_row(name, str(score["correct"]), str(score["total"]), f"{score['accuracy']:.2f}")
     table.add_section()
