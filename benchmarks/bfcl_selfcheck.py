@@ -15,7 +15,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from corrgrpo.rewards.tools.bfcl import evaluate_bfcl, load_bfcl, reference_completion
+from corrgrpo.domains.tools.bfcl import evaluate_bfcl, load_bfcl, reference_completion
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tools_helpers import FIXTURES, call, rlla
 
-from corrgrpo.rewards.tools.bfcl import (
+from corrgrpo.domains.tools.bfcl import (
     BfclRow,
     chat_template_prompt,
     load_bfcl,
@@ -21,7 +21,7 @@ from corrgrpo.rewards.tools.bfcl import (
     reference_completion,
     summaries,
 )
-from corrgrpo.rewards.tools.bfcl_checker import check_row, decode_calls, standardize_string
+from corrgrpo.domains.tools.bfcl_checker import check_row, decode_calls, standardize_string
 
 BFCL_FIXTURE = FIXTURES / "bfcl"
 

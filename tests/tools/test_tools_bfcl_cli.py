@@ -11,15 +11,15 @@ import pytest
 from tools_helpers import FIXTURES, call, rlla
 
 from corrgrpo.cli import main
-from corrgrpo.rewards.tools.bfcl import (
+from corrgrpo.domains.tools.bfcl import (
     CATEGORIES,
     BfclRow,
     load_bfcl,
     reference_completion,
     trl_records,
 )
-from corrgrpo.rewards.tools.bfcl_reward import bfcl_ast
-from corrgrpo.rewards.tools.reward_funcs import REWARD_FUNCS
+from corrgrpo.domains.tools.bfcl_reward import bfcl_ast
+from corrgrpo.domains.tools.reward_funcs import REWARD_FUNCS
 
 BFCL_FIXTURE = FIXTURES / "bfcl"
 

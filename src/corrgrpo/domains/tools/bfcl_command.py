@@ -44,9 +44,9 @@ def _prompts(args: argparse.Namespace, rows: Sequence[Any]) -> list[Any]:
 
     if args.prompt_style == "project":
         return [project_messages(row) for row in rows]
-    from transformers import AutoTokenizer
+    from corrgrpo.integrations.trl.generation import load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    tokenizer = load_tokenizer(args.model)
     return [chat_template_prompt(tokenizer, row) for row in rows]
 
 
