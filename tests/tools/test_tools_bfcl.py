@@ -228,8 +228,8 @@ MALFORMED = [
     "<tool_call>\n[1, 2]\n</tool_call>",
     '<tool_call>\n{"name": "weather.get", "parameters": [1]}\n</tool_call>',
     '<tool_call>\n{"name": "weather.get", "parameters": {"city": {"a": [1]}}}\n</tool_call>',
-    '<tool_call>\n{"name": "stats", "parameters": {"values": "x", "rows": [1], "options": 3}}\n</tool_call>',
-    '<tool_call>\n{"name": "stats", "parameters": {"values": [[1]], "options": {"mode": []}}}\n</tool_call>',
+    rlla(call("stats", values="x", rows=[1], options=3)),
+    rlla(call("stats", values=[[1]], options={"mode": []})),
     "<tool_call>\n" + "[" * 5000 + "\n</tool_call>",
     '<tool_call>\n{"name": "a", "arguments": "[1"}\n</tool_call>',
 ]
@@ -319,7 +319,9 @@ def test_chat_template_gets_openai_tools() -> None:
     )
     text = chat_template_prompt(tokenizer, row)
     assert '"name": "weather_get"' in text and text.endswith("<|im_start|>assistant\n")
-    hermes = '<tool_call>\n{"name": "weather_get", "arguments": {"city": "Paris", "unit": "fahrenheit"}}\n</tool_call>'
+    arguments = {"city": "Paris", "unit": "fahrenheit"}
+    hermes_call = json.dumps({"name": "weather_get", "arguments": arguments})
+    hermes = f"<tool_call>\n{hermes_call}\n</tool_call>"
     assert row.score(hermes, underscore_names=True).correct
 
 
@@ -350,3 +352,15 @@ def test_bfcl_row_is_frozen(tmp_path: Path) -> None:
     assert reference_completion(row).startswith("<think></think>\n<response>")
     with pytest.raises(AttributeError):
         row.id = "y"  # type: ignore[misc]
+
+
+def test_project_prompt_is_the_rlla_prompt(rlla_sft: list[dict[str, Any]]) -> None:
+    from corrgrpo.domains.tools.bfcl import _SYSTEM_INTRO, _SYSTEM_RULES
+
+    for record in rlla_sft:
+        assert record["instruction"].startswith(_SYSTEM_INTRO + "\n\n**Available Tools**\n")
+        assert record["instruction"].endswith("\n\n" + _SYSTEM_RULES)
+    row = load_bfcl(BFCL_FIXTURE, ["simple_python"])[0]
+    system = project_messages(row)[0]["content"]
+    assert system.startswith(_SYSTEM_INTRO + "\n\n**Available Tools**\n")
+    assert system.endswith("\n\n" + _SYSTEM_RULES)

@@ -36,27 +36,41 @@ _SYSTEM_INTRO = (
     "You are a helpful multi-turn dialogue assistant capable of leveraging tool calls to solve "
     "user tasks and provide structured chat responses."
 )
-_SYSTEM_RULES = """**Steps for Each Turn**
-1. **Think:** Recall relevant context and analyze the current user goal.
-2. **Decide on Tool Usage:** If a tool is needed, specify the tool and its parameters.
-3. **Respond Appropriately:** If a response is needed, generate one while maintaining consistency across user queries.
-
-**Output Format**
-```plaintext
-<think> Your thoughts and reasoning </think>
-<tool_call>
-{"name": "Tool name", "parameters": {"Parameter name": "Parameter content", "... ...": "... ..."}}
-{"name": "... ...", "parameters": {"... ...": "... ...", "... ...": "... ..."}}
-...
-</tool_call>
-<response> AI's final response </response>
-```
-
-**Important Notes**
-1. You must always include the `<think>` field to outline your reasoning. Provide at least one of `<tool_call>` or `<response>`. Decide whether to use `<tool_call>` (possibly multiple times), `<response>`, or both.
-2. You can invoke multiple tool calls simultaneously in the `<tool_call>` fields. Each tool call should be a JSON object with a "name" field and an "parameters" field containing a dictionary of parameters. If no parameters are needed, leave the "parameters" field an empty dictionary.
-3. Refer to the previous dialogue records in the history, including the user's queries, previous `<tool_call>`, `<response>`, and any tool feedback noted as `<obs>` (if exists)."""  # noqa: E501
-_HISTORY_TAGS = {"user": "user", "assistant": "response", "tool": "obs"}
+# The rest of the RLLA system prompt, after the tool list (as in the RLLA data).
+_SYSTEM_RULES = "\n".join(
+    (
+        "**Steps for Each Turn**",
+        "1. **Think:** Recall relevant context and analyze the current user goal.",
+        "2. **Decide on Tool Usage:** If a tool is needed, specify the tool and its parameters.",
+        "3. **Respond Appropriately:** If a response is needed, generate one while maintaining "
+        "consistency across user queries.",
+        "",
+        "**Output Format**",
+        "```plaintext",
+        "<think> Your thoughts and reasoning </think>",
+        "<tool_call>",
+        '{"name": "Tool name", "parameters": {"Parameter name": "Parameter content", '
+        '"... ...": "... ..."}}',
+        '{"name": "... ...", "parameters": {"... ...": "... ...", "... ...": "... ..."}}',
+        "...",
+        "</tool_call>",
+        "<response> AI's final response </response>",
+        "```",
+        "",
+        "**Important Notes**",
+        "1. You must always include the `<think>` field to outline your reasoning. Provide at "
+        "least one of `<tool_call>` or `<response>`. Decide whether to use `<tool_call>` "
+        "(possibly multiple times), `<response>`, or both.",
+        "2. You can invoke multiple tool calls simultaneously in the `<tool_call>` fields. Each "
+        'tool call should be a JSON object with a "name" field and an "parameters" field '
+        "containing a dictionary of parameters. If no parameters are needed, leave the "
+        '"parameters" field an empty dictionary.',
+        "3. Refer to the previous dialogue records in the history, including the user's queries, "
+        "previous `<tool_call>`, `<response>`, and any tool feedback noted as `<obs>` "
+        "(if exists).",
+    )
+)
+_HISTORY_TAGS = {"system": "system", "user": "user", "assistant": "response", "tool": "obs"}
 # BFCL's own type names -> JSON Schema, for chat templates that expect OpenAI-style tools.
 _JSON_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
 
@@ -209,11 +223,8 @@ def project_messages(row: BfclRow, *, underscore_names: bool = False) -> list[di
     """
     own_system = [m["content"] for m in row.messages if m["role"] == "system"]
     parts = [*own_system, _SYSTEM_INTRO, _tool_listing(row.functions, underscore_names)]
-    history = [
-        f"<{_HISTORY_TAGS.get(m['role'], 'user')}> {m['content']} </{_HISTORY_TAGS.get(m['role'], 'user')}>"
-        for m in row.messages
-        if m["role"] != "system"
-    ]
+    tags = [(_HISTORY_TAGS.get(m["role"], "user"), m["content"]) for m in row.messages]
+    history = [f"<{tag}> {text} </{tag}>" for tag, text in tags if tag != "system"]
     return [
         {"role": "system", "content": "\n\n".join([*parts, _SYSTEM_RULES])},
         {"role": "user", "content": "**Dialogue Records History**\n" + "\n".join(history)},

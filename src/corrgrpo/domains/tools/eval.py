@@ -44,7 +44,12 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--predictions", help="JSONL file of completions, one per data row")
     source.add_argument("--model", help="model name or folder to generate with (greedy)")
-    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N rows (BFCL: of each category)")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="evaluate only the first N rows (BFCL: of each category)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=1024)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
