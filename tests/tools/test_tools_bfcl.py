@@ -216,6 +216,10 @@ def test_decode_formats() -> None:
     assert decode_calls(pretty) == ([{"a": {}}], "")
     inside_think = "<think> maybe <tool_call>{}</tool_call> </think> plain answer"
     assert decode_calls(inside_think) == ([], "")
+    unclosed_think = (
+        '<think> I could call <tool_call>\n{"name": "a", "parameters": {}}\n</tool_call>'
+    )
+    assert decode_calls(unclosed_think) == ([], "")
     assert decode_calls('<tool_call>\n{"name": "a"')[0] is None
     assert decode_calls('<tool_call>\n{"name": 3, "parameters": {}}\n</tool_call>')[0] is None
     assert decode_calls(None)[0] is None

@@ -45,7 +45,8 @@ PYTHON_TYPES: dict[str, type] = {
 }
 _NESTED_TYPES = ("array", "tuple")
 _STRING_NOISE = re.compile(r"[ ,./\-_*^]")
-_CALL_OPEN, _CALL_CLOSE, _THINK_CLOSE = "<tool_call>", "</tool_call>", "</think>"
+_CALL_OPEN, _CALL_CLOSE = "<tool_call>", "</tool_call>"
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 
 Call = dict[str, dict[str, Any]]  # BFCL's decoded form: {function_name: {param: value}}
 
@@ -106,13 +107,17 @@ def decode_calls(text: Any) -> tuple[list[Call] | None, str]:
 
     Calls are read from every ``<tool_call> … </tool_call>`` block after the think block (the
     project's format, one call object per line, and the Hermes / Qwen chat-template format,
-    one block per call with ``arguments``). No block means no call: ``([], "")``.
+    one block per call with ``arguments``). No block, or a think block that never closes,
+    means no call: ``([], "")``.
     """
     if not isinstance(text, str):
         return None, f"decode_error: expected text, got {type(text).__name__}"
     text = strip_chat_wrapper(text)
     think_end = text.find(_THINK_CLOSE)
-    body = text[think_end + len(_THINK_CLOSE) :] if think_end >= 0 else text
+    if think_end >= 0:
+        body = text[think_end + len(_THINK_CLOSE) :]
+    else:  # a think block that never closes is all reasoning: nothing after it is called
+        body = "" if _THINK_OPEN in text else text
     calls: list[Call] = []
     start = body.find(_CALL_OPEN)
     try:
