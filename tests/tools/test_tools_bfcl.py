@@ -297,6 +297,10 @@ def test_local_folder_loads_and_renders() -> None:
     assert system["content"].startswith("Be brief.") and "1. Name: circle_area" in system["content"]
     assert "<tool_call>" in system["content"] and 'Required: ["radius"]' in system["content"]
     assert (
+        "Area of a circle. Note that the provided function is in Python 3 syntax."
+        in (system["content"])
+    )
+    assert (
         user["content"]
         == "**Dialogue Records History**\n<user> Area of a circle of radius 3? </user>"
     )
@@ -317,6 +321,8 @@ def test_chat_template_gets_openai_tools() -> None:
     tools = openai_tools(row)
     assert tools[0]["function"]["name"] == "weather_get"
     assert tools[0]["function"]["parameters"]["type"] == "object"
+    assert tools[0]["function"]["description"].endswith("is in Python 3 syntax.")
+    assert row.functions[0]["description"] == "Current weather of a city."  # data untouched
     tokenizer = build_tiny_tokenizer()
     tokenizer.chat_template = (
         "{% for t in tools %}{{ t | tojson }}{% endfor %}" + tokenizer.chat_template

@@ -31,6 +31,8 @@ RELEVANCE = ("live_relevance",)
 #: every category this module loads, in BFCL's table order
 CATEGORIES = (*NON_LIVE_AST, "irrelevance", *LIVE_AST, "live_irrelevance", *RELEVANCE)
 PROMPT_STYLES = ("project", "chat-template")
+#: BFCL appends this to every tool description of the Python categories when it prompts a model
+PYTHON_HINT = " Note that the provided function is in Python 3 syntax."
 
 _SYSTEM_INTRO = (
     "You are a helpful multi-turn dialogue assistant capable of leveraging tool calls to solve "
@@ -201,13 +203,18 @@ def load_bfcl(
 # ---------------------------------------------------------------- prompts
 
 
+def _description(function: Mapping[str, Any]) -> str:
+    """The tool's description with the hint BFCL adds when it prompts a model."""
+    return f"{function.get('description', '')}{PYTHON_HINT}"
+
+
 def _tool_listing(functions: Sequence[Mapping[str, Any]], underscore_names: bool) -> str:
     """The tools in the RLLA system prompt's numbered ``Name / Description / Parameters`` form."""
     lines = ["**Available Tools**", "In your response, you can use the following tools:"]
     for number, function in enumerate(functions, start=1):
         schema = function.get("parameters") or {}
         lines.append(f"{number}. Name: {expected_name(function, underscore_names)}")
-        lines.append(f"Description: {function.get('description', '')}")
+        lines.append(f"Description: {_description(function)}")
         lines.append(
             f"Parameters: {json.dumps(schema.get('properties') or {}, ensure_ascii=False)}"
         )
@@ -249,6 +256,7 @@ def openai_tools(row: BfclRow, *, underscore_names: bool = True) -> list[dict[st
     for function in row.functions:
         doc = copy.deepcopy(dict(function))
         doc["name"] = expected_name(function, underscore_names)
+        doc["description"] = _description(function)
         doc["parameters"] = _json_schema(doc.get("parameters") or {})
         doc["parameters"]["type"] = "object"
         tools.append({"type": "function", "function": doc})
