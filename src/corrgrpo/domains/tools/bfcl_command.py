@@ -44,17 +44,13 @@ def _prompts(args: argparse.Namespace, rows: Sequence[Any]) -> list[Any]:
 
     if args.prompt_style == "project":
         return [project_messages(row) for row in rows]
-    from corrgrpo.integrations.trl.generation import load_tokenizer
-
-    tokenizer = load_tokenizer(args.model)
+    tokenizer = args.load_tokenizer(args.model)  # supplied by corrgrpo.cli.evaluate
     return [chat_template_prompt(tokenizer, row) for row in rows]
 
 
 def _generate(args: argparse.Namespace, rows: Sequence[Any], progress: Any) -> dict[str, str]:
-    from corrgrpo.integrations.trl.generation import greedy_completions
-
     task = progress.add_task("generating", total=len(rows))
-    texts = greedy_completions(
+    texts = args.generate(  # supplied by corrgrpo.cli.evaluate
         args.model,
         _prompts(args, rows),
         max_new_tokens=args.max_new_tokens,

@@ -226,10 +226,6 @@ def _run(args: argparse.Namespace) -> int:
     err_console = Console(stderr=True)
     with Progress(console=err_console, transient=True) as progress:
         if args.model:
-            # Imported here: the integrations.trl package loads TRL, seconds of start-up that
-            # scoring a prediction file does not need.
-            from corrgrpo.integrations.trl.generation import greedy_completions
-
             task = progress.add_task("generating", total=len(rows))
             completions = args.generate(  # supplied by corrgrpo.cli.evaluate
                 args.model,
