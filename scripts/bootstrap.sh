@@ -15,5 +15,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >&2
   .venv/bin/python -m pip install -q "torch==2.13.0" >&2
   .venv/bin/python -m pip install -q -e ".[all]" >&2
+  # BFCL v4 data only: its declared dependencies pin an old numpy and pull hosted-model clients.
+  .venv/bin/python -m pip install -q --no-deps "bfcl-eval==2026.3.23" >&2
   echo "$want" > "$stamp"
 fi

@@ -1,4 +1,5 @@
-"""``corrgrpo eval tools``: RLLA field scores / all-exact and API-Bank accuracy per level.
+"""``corrgrpo eval tools``: RLLA field scores / all-exact, API-Bank accuracy per level, and
+BFCL v4 AST accuracy (``--benchmark bfcl``, see :mod:`corrgrpo.domains.tools.bfcl_command`).
 
 Predictions come from a JSONL file (one object per line with the completion under
 ``completion``, ``prediction``, ``response``, ``output`` or ``text``, optionally an ``index``
@@ -22,10 +23,16 @@ _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
 
 def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--benchmark",
+        choices=("bfcl",),
+        default=None,
+        help="bfcl: BFCL v4 AST categories (data from the bfcl-eval package or --data DIR); "
+        "default: the RLLA / API-Bank data given by --data",
+    )
+    parser.add_argument(
         "--data",
-        required=True,
-        help="RLLA json/jsonl/parquet file or directory, "
-        "a hub dataset name, or API-Bank level file(s)",
+        help="RLLA json/jsonl/parquet file or directory, a hub dataset name, "
+        "API-Bank level file(s), or (with --benchmark bfcl) a BFCL data folder",
     )
     parser.add_argument(
         "--kind",
@@ -37,7 +44,12 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--predictions", help="JSONL file of completions, one per data row")
     source.add_argument("--model", help="model name or folder to generate with (greedy)")
-    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N rows")
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="evaluate only the first N rows (BFCL: of each category)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=1024)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
@@ -46,7 +58,27 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print only the JSON result to stdout (no table)"
     )
+    _add_bfcl_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def _add_bfcl_arguments(parser: argparse.ArgumentParser) -> None:
+    from corrgrpo.domains.tools.bfcl import CATEGORIES, PROMPT_STYLES
+
+    parser.add_argument(
+        "--categories",
+        nargs="+",
+        choices=CATEGORIES,
+        metavar="CATEGORY",
+        help=f"BFCL categories to score (default: all of {', '.join(CATEGORIES)})",
+    )
+    parser.add_argument(
+        "--prompt-style",
+        choices=PROMPT_STYLES,
+        default="project",
+        help="BFCL: 'project' (the tools task's system prompt and <tool_call> format) or "
+        "'chat-template' (the tokenizer's template with tools=; dotted tool names become _)",
+    )
 
 
 # ---------------------------------------------------------------- predictions
@@ -170,6 +202,12 @@ def metrics_table(result: dict[str, Any]) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.benchmark == "bfcl":
+            from corrgrpo.domains.tools.bfcl_command import run_bfcl
+
+            return run_bfcl(args)
+        if args.data is None:
+            raise ValueError("--data is required unless --benchmark bfcl is given")
         return _run(args)
     except (ValueError, FileNotFoundError, TypeError) as err:
         print(f"corrgrpo eval tools: error: {err}", file=sys.stderr)

@@ -63,3 +63,10 @@ def greedy_completions(
         if on_batch is not None:
             on_batch(len(batch))
     return outputs
+
+
+def load_tokenizer(model_name: str) -> Any:
+    """The tokenizer of ``model_name`` (a hub name or folder), for rendering prompts up front."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_name)
