@@ -41,7 +41,7 @@ def test_code_eval_humaneval_canonical_all_pass(tmp_path: Path) -> None:
     assert "pass@1" in done.stdout and "100.00%" in done.stdout
     report = json.loads(output.read_text())
     assert report["summary"]["pass@1"] == 1.0
-    assert report["summary"]["status_counts"] == {"passed": 164}
+    assert report["summary"]["category_counts"] == {"passed": 164}
     assert report["failures"] == []
     # most HumanEval checks convert to trusted call tests; the rest are flagged forgeable
     assert 0.0 < report["summary"]["forgeable_share"] < 0.5
@@ -60,7 +60,7 @@ def test_code_eval_leetcode_references_slice(tmp_path: Path) -> None:
     # word-ladder-ii expects its paths in one order; the reference's order follows set
     # iteration, i.e. the interpreter's string hash seed, so it passes only for some seeds
     assert failed <= ORDER_DEPENDENT, report["failures"][:5]
-    assert report["summary"]["status_counts"]["passed"] >= 150 - len(ORDER_DEPENDENT)
+    assert report["summary"]["category_counts"]["passed"] >= 150 - len(ORDER_DEPENDENT)
     assert report["summary"]["forgeable_share"] == 0.0  # LeetCode checks all convert
     assert report["summary"]["rewards"]["format"] == 1.0
 
@@ -92,7 +92,7 @@ def test_code_eval_samples_with_efficiency_and_missing(tmp_path: Path) -> None:
     # tasks: 17 -> 0.5, 12 -> 0, 139 -> 1, 11 -> missing (0): pass@1 = 1.5 / 4
     assert report["summary"]["pass@1"] == pytest.approx(1.5 / 4)
     assert report["missing_tasks"] == ["Mbpp/11"]
-    by_status = report["summary"]["status_counts"]
+    by_status = report["summary"]["category_counts"]
     assert by_status == {"passed": 2, "wrong_answer": 1, "syntax_error": 1}
     assert report["summary"]["forgeable_passes"] == 1  # the math.isclose problem
     efficiency = [s["efficiency"] for s in report["samples"] if s["passed"]]
@@ -137,5 +137,9 @@ def test_code_eval_generates_with_a_model(tmp_path: Path) -> None:
     assert all(isinstance(g["completion"], str) for g in generated)
     # an untrained model writes noise: every sample is scored, none passes
     assert report["summary"]["pass@1"] == 0.0
+    # without --output the report goes to the model's (run) folder
+    assert _run([*argv, "--limit", "1"]) == 0
+    in_run = json.loads((Path(model_dir) / "eval" / "code_mbpp.json").read_text())
+    assert in_run["mode"] == "model" and in_run["summary"]["n_samples"] == 1
     missing_model = ["--model", str(tmp_path / "no-such-model"), "--max-new-tokens", "2"]
     assert _run([*argv[:4], *missing_model]) == 2

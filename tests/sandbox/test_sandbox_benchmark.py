@@ -7,15 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from sandbox_helpers import require_capability
 
 from corrgrpo.sandbox import namespaces_available
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(not namespaces_available(), reason="the benchmark measures the isolated pool")
 def test_benchmark_script_small(tmp_path: Path) -> None:
+    require_capability(namespaces_available(), "Linux namespaces (the benchmark measures them)")
     out = tmp_path / "bench.json"
     command = [
         sys.executable,
@@ -28,6 +28,10 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
         "0.5",
         "--workers",
         "2",
+        "--rounds",
+        "1",
+        "--load",
+        "1",
         "--json",
         str(out),
     ]
@@ -38,3 +42,7 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
     assert report["throughput"]["verdict_agreement"] == 1.0
     assert report["throughput"]["ours_timeouts"] == 0
     assert report["loops"]["ours_loops_timed_out"] == 1
+    assert report["loaded"]["verdict_agreement"] == 1.0 and report["loaded"]["load_processes"] == 1
+    parts = report["idle"]["ours_cpu_ms_breakdown"]
+    assert {"pool process", "worker", "mounts", "program", "exit and teardown"} <= set(parts)
+    assert "our CPU ms per program" in completed.stdout

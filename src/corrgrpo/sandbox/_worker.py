@@ -14,10 +14,12 @@ later sample forked from this process cannot find an earlier sample's code or re
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import json
 import math
 import os
+import random
 import resource
 import select
 import shutil
@@ -27,10 +29,27 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import NoReturn
 
+from corrgrpo.sandbox import _harness
 from corrgrpo.sandbox import _syscalls as sc
 from corrgrpo.sandbox.cgroups import WorkerCgroups
+from corrgrpo.sandbox.isolation import setup_run_mounts, setup_worker_namespaces
+from corrgrpo.sandbox.protocol import (
+    FRAME_END,
+    FRAME_READY,
+    FRAME_RECORDS,
+    FRAME_STDERR,
+    FRAME_STDOUT,
+    SETUP_FAILURE_EXIT,
+    KillReason,
+    Ready,
+    RunBody,
+    RunHeader,
+    RunSummary,
+    WorkerConfig,
+)
 
 PRELOADED_MODULES = (
     "typing",
@@ -68,6 +87,10 @@ _CGROUP_MEMORY_HEADROOM = 64 << 20
 RUN_UID_BASE = 1 << 24
 RUN_UID_SPAN = (1 << 31) - RUN_UID_BASE
 _CHUNK = 1 << 16
+# The run's pipes are drained on a tick instead of on every write: a write then wakes no one,
+# and a program's whole output (up to the pipe size) waits in the kernel until the run ends.
+PIPE_SIZE = 1 << 20
+RELAY_TICK_S = 0.005
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _FRAME = struct.Struct(">cI")
 _LENGTH = struct.Struct(">I")
@@ -91,8 +114,11 @@ def _write_all(fd: int, *parts: bytes | memoryview) -> None:
             view = view[os.write(fd, view) :]
 
 
-def _wipe(buffer: bytearray) -> None:
-    buffer[:] = bytes(len(buffer))
+def _wipe(buffer: bytearray, used: int | None = None) -> None:
+    """Zero ``buffer`` (its first ``used`` bytes: the rest was not written since the last
+    wipe; every page written after a fork costs a copy-on-write fault)."""
+    size = len(buffer) if used is None else min(used, len(buffer))
+    buffer[:size] = bytes(size)
 
 
 def _process_cpu_seconds(pid: int) -> float:
@@ -109,31 +135,75 @@ def _process_cpu_seconds(pid: int) -> float:
     return total
 
 
+def _enlarge_pipe(fd: int) -> None:
+    """Room for a small program's whole output, so that it never waits for a drain tick."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass  # above the per-user pipe quota: the default size only means more ticks
+
+
+@dataclass
+class _Watch:
+    """How the supervision of one run ended (``killed`` None: the run exited by itself)."""
+
+    wall_deadline: float
+    killed: KillReason | None = None
+    cpu_at_kill: float | None = None
+
+
+class _Streams:
+    """The run's three pipes: their frame kinds, caps and what each has sent so far."""
+
+    def __init__(self, fds: tuple[int, int, int], output_limit: int) -> None:
+        out_r, err_r, res_r = fds
+        self.result_fd = res_r
+        self.kinds = {out_r: FRAME_STDOUT, err_r: FRAME_STDERR, res_r: FRAME_RECORDS}
+        self.limits = {out_r: output_limit, err_r: output_limit, res_r: RESULT_CHANNEL_LIMIT}
+        self.sent = {out_r: 0, err_r: 0, res_r: 0}
+        self.open_fds = set(fds)
+
+    def within_cap(self, fd: int) -> bool:
+        return self.sent[fd] <= self.limits[fd]
+
+    def over_cap_reason(self, fd: int) -> KillReason:
+        return "result_size" if fd == self.result_fd else "output"
+
+
 class Worker:
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: WorkerConfig) -> None:
         self.request_fd: int = config["request_fd"]
         self.reply_fd: int = config["reply_fd"]
         self.isolated: bool = config["isolation"] == "namespaces"
-        self.user_namespace: bool = bool(config.get("user_namespace"))
+        self.user_namespace: bool = bool(config["user_namespace"])
         self.cpu_count = max(1, os.cpu_count() or 1)
         self.body = bytearray(1 << 16)
         self.chunk = bytearray(_CHUNK)
+        self.chunk_used = 0  # bytes of ``chunk`` written since it was last wiped
         # Opened now: the worker's own view of /sys is hidden once its namespaces are set up.
-        self.cgroups = WorkerCgroups(config["cgroups"]) if config.get("cgroups") else None
+        self.cgroups = WorkerCgroups(config["cgroups"]) if config["cgroups"] else None
         self._reaped = False  # whether the current run's process has been waited for
+        self.tmp_binds: list[str] = []  # exposed paths under /tmp, bound again in every run
+        self.seccomp = sc.SeccompFilter()  # built once, installed in every run
 
     # -- framing ---------------------------------------------------------------------------
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
-        _write_all(self.reply_fd, _FRAME.pack(kind, len(payload)), payload)
+        # One system call for the frame; a partial write (a big payload) is completed after.
+        frame: list[memoryview] = [memoryview(_FRAME.pack(kind, len(payload))), memoryview(payload)]
+        written = os.writev(self.reply_fd, frame)
+        for part in frame:
+            if written < len(part):
+                _write_all(self.reply_fd, part[written:])
+            written = max(0, written - len(part))
 
-    def read_request(self) -> tuple[dict[str, Any], int] | None:
+    def read_request(self) -> tuple[RunHeader, int] | None:
         size_raw = bytearray(4)
         if not _read_exact_into(self.request_fd, size_raw, 4):
             return None
         header_raw = bytearray(_LENGTH.unpack(size_raw)[0])
         if not _read_exact_into(self.request_fd, header_raw, len(header_raw)):
             return None
-        header = json.loads(header_raw.decode())
+        header: RunHeader = json.loads(header_raw.decode())
         if not _read_exact_into(self.request_fd, size_raw, 4):
             return None
         body_len = _LENGTH.unpack(size_raw)[0]
@@ -151,36 +221,34 @@ class Worker:
             if request is None:
                 return
             header, body_len = request
+            worker_cpu = time.process_time()
+            summary: RunSummary
             try:
                 summary = self.run_one(header, body_len)
+                summary["worker_cpu"] = time.process_time() - worker_cpu
             except Exception as error:  # a worker fault, reported as harness_error
                 summary = {"harness_error": f"{type(error).__name__}: {error}"}
             finally:
-                _wipe(self.body)
-                _wipe(self.chunk)
-            self.send(b"X", json.dumps(summary).encode())
+                _wipe(self.body, body_len)
+                _wipe(self.chunk, self.chunk_used)
+                self.chunk_used = 0
+            self.send(FRAME_END, json.dumps(summary).encode())
 
-    def run_one(self, header: dict[str, Any], body_len: int) -> dict[str, Any]:
+    def run_one(self, header: RunHeader, body_len: int) -> RunSummary:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         res_r, res_w = os.pipe()
         for fd in (out_r, err_r, res_r):
             # A process that escaped the kill (rlimits-only mode) must not block the drain.
             os.set_blocking(fd, False)
+            _enlarge_pipe(fd)
         scratch = None
         if not self.isolated:
             scratch = tempfile.mkdtemp(prefix="corrgrpo-sandbox-")
             os.chmod(scratch, 0o777)
             header = {**header, "scratch": scratch}
         flags = sc.CLONE_NEWPID | sc.CLONE_NEWNS | sc.CLONE_NEWIPC if self.isolated else 0
-        cpu_base, oom_base = 0.0, 0
-        if self.cgroups is not None:
-            try:
-                memory = int(header["mem"]) + _CGROUP_MEMORY_HEADROOM
-                self.cgroups.set_limits(memory, int(header["nproc"]) + 4)
-            except OSError:
-                pass  # a lower limit can be refused while old page cache is charged
-            cpu_base, oom_base = self.cgroups.cpu_seconds(), self.cgroups.oom_kills()
+        cpu_base, oom_base = self._prepare_cgroups(header)
         started = time.monotonic()
         pidfd = child = -1
         self._reaped = False
@@ -190,45 +258,55 @@ class Worker:
             child = sc.clone_process(flags)
             if child == 0:
                 _child_main(
-                    header,
-                    bytes(memoryview(self.body)[:body_len]),
-                    (out_w, err_w, res_w),
-                    self.isolated,
-                    self.cgroups,
-                    self.user_namespace,
+                    self, header, bytes(memoryview(self.body)[:body_len]), (out_w, err_w, res_w)
                 )
             for fd in (out_w, err_w, res_w):
                 os.close(fd)
             out_w = err_w = res_w = -1
             pidfd = os.pidfd_open(child)
-            cgroups = self.cgroups
-
-            def cpu_used() -> float:
-                if cgroups is not None:
-                    return cgroups.cpu_seconds() - cpu_base
-                return _process_cpu_seconds(child)
-
+            cpu_used = self._cpu_meter(child, cpu_base)
             summary = self._supervise(
                 header, cpu_used, pidfd, (out_r, err_r, res_r), started, child
             )
-            if cgroups is not None:
+            if self.cgroups is not None:
                 # Every process of the run, including children it never waited for.
                 summary["cpu"] = cpu_used()
-                summary["oom_kills"] = cgroups.oom_kills() - oom_base
+                summary["oom_kills"] = self.cgroups.oom_kills() - oom_base
             summary["wall"] = time.monotonic() - started
             return summary
         finally:
-            if child > 0 and not self._reaped:  # a supervision fault: never leave a run behind
-                try:
-                    os.kill(child, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                os.waitpid(child, 0)
-            for fd in (out_r, err_r, res_r, out_w, err_w, res_w, pidfd):
-                if fd >= 0:
-                    os.close(fd)
-            if scratch is not None:
-                shutil.rmtree(scratch, ignore_errors=True)
+            self._clean_up_run(child, (out_r, err_r, res_r, out_w, err_w, res_w, pidfd), scratch)
+
+    def _prepare_cgroups(self, header: RunHeader) -> tuple[float, int]:
+        """Set the run's group limits; the CPU and OOM counters before the run."""
+        if self.cgroups is None:
+            return 0.0, 0
+        try:
+            memory = int(header["mem"]) + _CGROUP_MEMORY_HEADROOM
+            self.cgroups.set_limits(memory, int(header["nproc"]) + 4)
+        except OSError:
+            pass  # a lower limit can be refused while old page cache is charged
+        return self.cgroups.cpu_seconds(), self.cgroups.oom_kills()
+
+    def _cpu_meter(self, child: int, cpu_base: float) -> Callable[[], float]:
+        """CPU seconds of the run so far: its cgroup when there is one, else its process."""
+        cgroups = self.cgroups
+        if cgroups is not None:
+            return lambda: cgroups.cpu_seconds() - cpu_base
+        return lambda: _process_cpu_seconds(child)
+
+    def _clean_up_run(self, child: int, fds: tuple[int, ...], scratch: str | None) -> None:
+        if child > 0 and not self._reaped:  # a supervision fault: never leave a run behind
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(child, 0)
+        for fd in fds:
+            if fd >= 0:
+                os.close(fd)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def _reap_stragglers(self, child: int) -> None:
         """Rlimits-only mode: kill what the program left behind (its group, its cgroup)."""
@@ -247,7 +325,7 @@ class Worker:
             if pid == 0:
                 time.sleep(0.001)
 
-    def _reap(self, pid: int) -> dict[str, Any]:
+    def _reap(self, pid: int) -> RunSummary:
         _, status, usage = os.wait4(pid, 0)
         self._reaped = True
         return {
@@ -258,82 +336,108 @@ class Worker:
 
     def _supervise(
         self,
-        header: dict[str, Any],
+        header: RunHeader,
         cpu_used: Callable[[], float],
         pidfd: int,
         fds: tuple[int, int, int],
         started: float,
         child: int,
-    ) -> dict[str, Any]:
-        out_r, err_r, res_r = fds
-        kinds = {out_r: b"O", err_r: b"E", res_r: b"R"}
-        limits = {out_r: header["out"], err_r: header["out"], res_r: RESULT_CHANNEL_LIMIT}
-        sent = {out_r: 0, err_r: 0, res_r: 0}
-        poller = select.poll()
-        for fd in fds:
-            poller.register(fd, select.POLLIN)
-        poller.register(pidfd, select.POLLIN)
-        poller.register(self.request_fd, select.POLLHUP)
-        cpu_limit = float(header["cpu"])
-        wall_deadline = started + float(header["wall"])
-        next_cpu_check = started + cpu_limit / self.cpu_count
-        killed: str | None = None
-        open_fds = set(fds)
-        exited = False
-        cpu_at_kill: float | None = None
-        while not exited and killed is None:
-            now = time.monotonic()
-            if now >= wall_deadline:
-                killed = "wall"
-                break
-            if now >= next_cpu_check:
-                used = cpu_used()
-                if used >= cpu_limit:
-                    killed, cpu_at_kill = "cpu", used
-                    break
-                next_cpu_check = now + min(0.05, max(0.001, (cpu_limit - used) / self.cpu_count))
-            timeout_ms = max(1, math.ceil((min(wall_deadline, next_cpu_check) - now) * 1000))
-            for fd, _event in poller.poll(timeout_ms):
-                if fd == pidfd:
-                    exited = True
-                elif fd == self.request_fd:
-                    killed = "pool_gone"
-                elif fd in open_fds:
-                    if not self._relay(fd, kinds[fd], limits[fd], sent):
-                        poller.unregister(fd)
-                        open_fds.discard(fd)
-                    if sent[fd] > limits[fd]:
-                        killed = "output" if fd != res_r else "result_size"
+    ) -> RunSummary:
+        """Relay the run's output until it exits or breaks a limit; then end it and report."""
+        streams = _Streams(fds, header["out"])
+        watch = self._watch(header, cpu_used, pidfd, streams, started)
         kill_time = time.monotonic()
         self._kill(child, pidfd)  # after a normal exit this only ends stragglers (rlimits-only)
         exit_info = self._reap(child)  # when PID 1 is reaped, its namespace is empty
         if not self.isolated:
             self._reap_stragglers(child)
         # Writers are dead now: drain what is left in the pipes, within the caps.
-        for fd in list(open_fds):
-            while sent[fd] <= limits[fd] and self._relay(fd, kinds[fd], limits[fd], sent):
+        killed = watch.killed
+        for fd in list(streams.open_fds):
+            while streams.within_cap(fd) and self._relay(fd, streams) > 0:
                 pass
-            if sent[fd] > limits[fd] and killed is None:
-                killed = "output" if fd != res_r else "result_size"
-        summary: dict[str, Any] = {"killed": killed, **exit_info}
+            if not streams.within_cap(fd) and killed is None:
+                killed = streams.over_cap_reason(fd)
+        summary: RunSummary = {"killed": killed, **exit_info}
         if killed == "wall":
-            summary["overshoot"] = kill_time - wall_deadline
-        elif killed == "cpu" and cpu_at_kill is not None:
-            summary["overshoot"] = cpu_at_kill - cpu_limit
+            summary["overshoot"] = kill_time - watch.wall_deadline
+        elif killed == "cpu" and watch.cpu_at_kill is not None:
+            summary["overshoot"] = watch.cpu_at_kill - float(header["cpu"])
         return summary
 
-    def _relay(self, fd: int, kind: bytes, limit: int, sent: dict[int, int]) -> bool:
+    def _watch(
+        self,
+        header: RunHeader,
+        cpu_used: Callable[[], float],
+        pidfd: int,
+        streams: _Streams,
+        started: float,
+    ) -> _Watch:
+        """Wait for the run's exit or the pool's end; on every tick drain the output pipes, and
+        check the CPU as it nears the limit (the next check is no earlier than the limit could
+        be reached on every CPU)."""
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.register(self.request_fd, select.POLLHUP)
+        cpu_limit = float(header["cpu"])
+        watch = _Watch(wall_deadline=started + float(header["wall"]))
+        next_cpu_check = started + cpu_limit / self.cpu_count
+        next_drain = started + RELAY_TICK_S
+        while watch.killed is None:
+            now = time.monotonic()
+            if now >= watch.wall_deadline:
+                watch.killed = "wall"
+                break
+            if now >= next_cpu_check:
+                used = cpu_used()
+                if used >= cpu_limit:
+                    watch.killed, watch.cpu_at_kill = "cpu", used
+                    break
+                next_cpu_check = now + min(0.05, max(0.001, (cpu_limit - used) / self.cpu_count))
+            if now >= next_drain:
+                # A pipe that filled up is drained again at once: its writer is waiting.
+                full = self._drain(streams, watch)
+                next_drain = now if full else now + RELAY_TICK_S
+            wake = min(watch.wall_deadline, next_cpu_check, next_drain)
+            timeout_ms = max(0, math.ceil((wake - now) * 1000))
+            for fd, _event in poller.poll(timeout_ms):
+                if fd == pidfd:
+                    return watch
+                watch.killed = "pool_gone"
+        return watch
+
+    def _drain(self, streams: _Streams, watch: _Watch) -> bool:
+        """Relay what waits in the open pipes, within their caps; True if any was full."""
+        full = False
+        for fd in list(streams.open_fds):
+            moved = 0
+            while moved < PIPE_SIZE and streams.within_cap(fd):
+                count = self._relay(fd, streams)
+                if count <= 0:
+                    if count < 0:
+                        streams.open_fds.discard(fd)
+                    break
+                moved += count
+            full = full or moved >= _CHUNK
+            if not streams.within_cap(fd) and watch.killed is None:
+                watch.killed = streams.over_cap_reason(fd)
+        return full
+
+    def _relay(self, fd: int, streams: _Streams) -> int:
+        """Forward what is in the pipe, up to its cap: the bytes read, 0 when it is empty,
+        -1 when it is closed."""
         try:
             count = os.readv(fd, [self.chunk])
         except BlockingIOError:
-            return False
+            return 0
         if count == 0:
-            return False
-        allowed = max(0, min(count, limit - sent[fd]))
+            return -1
+        self.chunk_used = max(self.chunk_used, count)
+        allowed = max(0, min(count, streams.limits[fd] - streams.sent[fd]))
         if allowed:
-            self.send(kind, memoryview(self.chunk)[:allowed])
-        sent[fd] += count
-        return True
+            self.send(streams.kinds[fd], memoryview(self.chunk)[:allowed])
+        streams.sent[fd] += count
+        return count
 
     def _kill(self, child: int, pidfd: int) -> None:
         try:
@@ -353,126 +457,178 @@ def _run_uid() -> int:
 
 
 def _child_main(
-    header: dict[str, Any],
-    body_raw: bytes,
-    fds: tuple[int, int, int],
-    isolated: bool,
-    cgroups: WorkerCgroups | None,
-    user_namespace: bool = False,
-) -> None:
+    worker: Worker, header: RunHeader, body_raw: bytes, fds: tuple[int, int, int]
+) -> NoReturn:
     """The sandboxed process (PID 1 of its namespace when isolated). Never returns."""
+    isolated = worker.isolated
+    phases: dict[str, float] = {}  # CPU seconds of this process when each setup step ended
     try:
         sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if cgroups is not None:
-            cgroups.join()
-        body = json.loads(body_raw)
+        if worker.cgroups is not None:
+            worker.cgroups.join()
+        phases["cgroups"] = time.process_time()
+        body: RunBody = json.loads(body_raw)
         del body_raw
+        phases["body"] = time.process_time()
         if isolated:
-            from corrgrpo.sandbox.isolation import setup_run_mounts
-
-            setup_run_mounts()
+            setup_run_mounts(worker.tmp_binds)
+        phases["mounts"] = time.process_time()
         # Own session and process group: kill(0, ...) or killpg from the program must not reach
         # the worker or the pool (process groups are not confined by the PID namespace).
         os.setsid()
-        stdin_fd = os.memfd_create("stdin")
-        stdin_text = (body.get("stdin") or "").encode()
-        _write_all(stdin_fd, stdin_text)
-        os.lseek(stdin_fd, 0, os.SEEK_SET)
-        out_w, err_w, res_w = fds
-        os.dup2(stdin_fd, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        os.dup2(res_w, 3)
-        os.closerange(4, 1 << 16)
-        cpu_soft = math.ceil(float(header["cpu"])) + 1
-        limits = {
-            resource.RLIMIT_AS: header["mem"],
-            resource.RLIMIT_CPU: (cpu_soft, cpu_soft + 1),
-            resource.RLIMIT_FSIZE: header["fsize"],
-            resource.RLIMIT_NOFILE: header["nofile"],
-            resource.RLIMIT_CORE: 0,
-            resource.RLIMIT_MEMLOCK: 0,
-            resource.RLIMIT_MSGQUEUE: 0,
-        }
-        if isolated or os.geteuid() == 0:
-            # Counted per uid: only meaningful for the run's own uid, not a shared login uid.
-            limits[resource.RLIMIT_NPROC] = header["nproc"]
-        for which, value in limits.items():
-            pair = value if isinstance(value, tuple) else (value, value)
-            resource.setrlimit(which, pair)
-        if user_namespace and isolated:
-            # uid 0 is the only uid here (the caller's uid on the host), so no fresh uid per run:
-            # a nested user namespace per run gives fresh per-user kernel state (keyrings)
-            # instead and locks the worker's mounts; then every capability goes.
-            sc.enter_user_namespace(0, 0)
-            sc.drop_all_capabilities()
-        elif os.geteuid() == 0:
-            # A fresh uid per run: per-user kernel state (keyrings, process counts) is not
-            # shared with any other run.
-            uid = _run_uid()
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-        sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
-        sc.install_seccomp_filter()  # after no_new_privs, which an unprivileged filter needs
-        # Changing credentials cleared the parent-death signal: arm it again so the run dies
-        # with its worker even if the worker itself is killed.
-        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if isolated:
-            os.chdir("/tmp")
-        else:
-            os.chdir(header["scratch"])
-        os.environ.clear()
-        os.environ.update(
-            {
-                "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "HOME": "/tmp",
-                "LANG": "C.UTF-8",
-                "TMPDIR": os.getcwd(),
-            }
-        )
-        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(number, signal.SIG_DFL)
-        import random
-
-        random.seed()  # the raw clone skipped the at-fork reseed
-        from corrgrpo.sandbox import _harness
-
-        _harness.run(body, 3)
+        _install_descriptors(body, fds)
+        _apply_rlimits(header, isolated)
+        phases["limits"] = time.process_time()
+        _drop_privileges(worker.user_namespace and isolated, isolated, worker.seccomp)
+        phases["privileges"] = time.process_time()
+        _reset_process_state(header, isolated)
+        phases["reset"] = time.process_time()
+    except BaseException as error:
+        _report_setup_failure(fds[2], error)
+        os._exit(SETUP_FAILURE_EXIT)
+    try:
+        _harness.run(body, 3, phases)
         os._exit(0)
     except BaseException:
-        os._exit(70)
+        os._exit(SETUP_FAILURE_EXIT)
+
+
+def _report_setup_failure(result_fd: int, error: BaseException) -> None:
+    """Tell the judge why the run could not start (before ``start``: the program never ran)."""
+    record = {"k": "setup", "m": f"{type(error).__name__}: {error}"[:500]}
+    for fd in (result_fd, 3):  # fd 3 once the descriptors are in place
+        try:
+            _write_all(fd, (json.dumps(record) + "\n").encode())
+            return
+        except OSError:
+            continue
+
+
+def _install_descriptors(body: RunBody, fds: tuple[int, int, int]) -> None:
+    """stdin from a memfd holding the request's input; stdout, stderr, results on 1, 2, 3."""
+    stdin_fd = os.memfd_create("stdin")
+    _write_all(stdin_fd, (body.get("stdin") or "").encode())
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    out_w, err_w, res_w = fds
+    os.dup2(stdin_fd, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    os.dup2(res_w, 3)
+    os.closerange(4, 1 << 16)
+
+
+def _apply_rlimits(header: RunHeader, isolated: bool) -> None:
+    cpu_soft = math.ceil(float(header["cpu"])) + 1
+    limits: dict[int, tuple[int, int]] = {
+        resource.RLIMIT_AS: (header["mem"], header["mem"]),
+        resource.RLIMIT_CPU: (cpu_soft, cpu_soft + 1),
+        resource.RLIMIT_FSIZE: (header["fsize"], header["fsize"]),
+        resource.RLIMIT_NOFILE: (header["nofile"], header["nofile"]),
+        resource.RLIMIT_CORE: (0, 0),
+        resource.RLIMIT_MEMLOCK: (0, 0),
+        resource.RLIMIT_MSGQUEUE: (0, 0),
+    }
+    if isolated or os.geteuid() == 0:
+        # Counted per uid: only meaningful for the run's own uid, not a shared login uid.
+        limits[resource.RLIMIT_NPROC] = (header["nproc"], header["nproc"])
+    for which, pair in limits.items():
+        resource.setrlimit(which, pair)
+
+
+def _keep_import_path_reachable() -> None:
+    """Rlimits-only mode as root: keep the import path usable after the switch to a fresh uid.
+
+    The interpreter often lives under a directory other users cannot enter (``/root/.pyenv``);
+    a directory opened now stays reachable through ``/proc/self/fd/N``, which checks no
+    permission on its ancestors, so ``hashlib`` and the rest of the standard library import
+    as in the other modes.
+    """
+    for position, entry in enumerate(sys.path):
+        if entry and os.path.isdir(entry) and not _world_searchable(entry):
+            fd = os.open(entry, os.O_PATH | os.O_DIRECTORY)
+            sys.path[position] = f"/proc/self/fd/{fd}"
+
+
+def _world_searchable(directory: str) -> bool:
+    """Can any user walk down to ``directory`` (every ancestor has the others' x bit)?"""
+    path = os.path.realpath(directory)
+    while True:
+        if not os.stat(path).st_mode & 0o001:
+            return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
+
+
+def _drop_privileges(in_user_namespace: bool, isolated: bool, seccomp: sc.SeccompFilter) -> None:
+    if in_user_namespace:
+        # uid 0 is the only uid here (the caller's uid on the host), so no fresh uid per run:
+        # a nested user namespace per run gives fresh per-user kernel state (keyrings)
+        # instead and locks the worker's mounts; then every capability goes.
+        sc.enter_user_namespace(0, 0)
+        sc.drop_all_capabilities()
+    elif os.geteuid() == 0:
+        if not isolated:
+            _keep_import_path_reachable()
+        # A fresh uid per run: per-user kernel state (keyrings, process counts) is not
+        # shared with any other run.
+        uid = _run_uid()
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+    seccomp.install()  # after no_new_privs, which an unprivileged filter needs
+    # Changing credentials cleared the parent-death signal: arm it again so the run dies
+    # with its worker even if the worker itself is killed.
+    sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _reset_process_state(header: RunHeader, isolated: bool) -> None:
+    """Working directory, environment, signal dispositions and randomness of a fresh run."""
+    os.chdir("/tmp" if isolated else header["scratch"])
+    os.environ.clear()
+    os.environ.update(
+        {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/tmp",
+            "LANG": "C.UTF-8",
+            "TMPDIR": os.getcwd(),
+        }
+    )
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(number, signal.SIG_DFL)
+    random.seed()  # the raw clone skipped the at-fork reseed
 
 
 def main(argv: list[str]) -> int:
-    config = json.loads(argv[1])
-    ready: dict[str, Any] = {"isolated": False, "pid": os.getpid()}
+    config: WorkerConfig = json.loads(argv[1])
+    ready: Ready = {"isolated": False, "pid": os.getpid()}
     worker = Worker(config)
     try:
         # Import first: the project tree is hidden once the filesystem view is in place.
         for name in PRELOADED_MODULES:
             __import__(name)
         if config["isolation"] == "namespaces":
-            from corrgrpo.sandbox.isolation import setup_worker_namespaces
-
             if config.get("user_namespace"):
                 sc.enter_user_namespace(config["outer_uid"], config["outer_gid"])
                 ready["user_namespace"] = True
 
-            setup_worker_namespaces(
+            worker.tmp_binds = setup_worker_namespaces(
                 exposed_paths=config["exposed_paths"], hidden_paths=config["hidden_paths"]
             )
             ready["isolated"] = True
         else:
             # Orphans of a run become this process's children, so they can be reaped.
             sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 1)
+        _harness.install_import_policy(config["hidden_paths"], config["exposed_paths"])
         # Objects that exist now are never collected: a child's collector then does not touch
         # (and copy) the pages they live on.
         gc.collect()
         gc.freeze()
     except Exception as error:
         ready["error"] = f"{type(error).__name__}: {error}"
-    worker.send(b"K", json.dumps(ready).encode())
+    worker.send(FRAME_READY, json.dumps(ready).encode())
     if "error" in ready:
         return 1
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -30,6 +30,18 @@ from corrgrpo.sandbox.isolation import (
     default_hidden_paths,
 )
 from corrgrpo.sandbox.judge import RawRun, judge
+from corrgrpo.sandbox.protocol import (
+    FRAME_END,
+    FRAME_READY,
+    FRAME_RECORDS,
+    FRAME_STDERR,
+    FRAME_STDOUT,
+    Ready,
+    RunBody,
+    RunHeader,
+    RunSummary,
+    WorkerConfig,
+)
 from corrgrpo.sandbox.requests import ExecutionRequest, ExecutionResult
 
 logger = logging.getLogger(__name__)
@@ -47,6 +59,7 @@ _LENGTH = struct.Struct(">I")
 _START_TIMEOUT_S = 60.0
 _REPLY_GRACE_S = 10.0
 _PIPE_SAFE_BYTES = 32 << 10
+_REPLY_READ_BYTES = 1 << 16
 
 
 class SandboxError(RuntimeError):
@@ -90,7 +103,7 @@ class _WorkerProcess:
         reply_r, reply_w = os.pipe()
         if self.cgroups is None and os.geteuid() == 0:
             self.cgroups = create_worker_cgroups(f"corrgrpo-sandbox-{self.pool_token}-{self.index}")
-        config = {
+        config: WorkerConfig = {
             "cgroups": self.cgroups.to_dict() if self.cgroups is not None else None,
             "user_namespace": self.user_namespace,
             # uid 0 of the worker's user namespace is the caller's own uid on the host (the
@@ -130,8 +143,9 @@ class _WorkerProcess:
             os.close(reply_w)
         self.request_w = request_w
         self.reply_r = reply_r
+        self._pending = bytearray()  # read from the reply pipe, not yet taken as a frame
         kind, payload = self._read_frame(time.monotonic() + _START_TIMEOUT_S)
-        ready = json.loads(payload) if kind == b"K" else {"error": "no ready message"}
+        ready: Ready = json.loads(payload) if kind == FRAME_READY else {"error": "no ready message"}
         if "error" in ready:
             self.close()
             raise SandboxError(
@@ -140,26 +154,29 @@ class _WorkerProcess:
         self.isolated = bool(ready.get("isolated"))
 
     def _read_exact(self, size: int, deadline: float) -> bytes:
-        data = bytearray()
-        while len(data) < size:
+        """``size`` bytes from the reply pipe; read in big pieces, so that the frames of one
+        run (its output, records and end) usually cost one system call together."""
+        while len(self._pending) < size:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("sandbox worker did not answer in time")
             readable, _, _ = select.select([self.reply_r], [], [], remaining)
             if not readable:
                 continue
-            piece = os.read(self.reply_r, size - len(data))
+            piece = os.read(self.reply_r, max(_REPLY_READ_BYTES, size - len(self._pending)))
             if not piece:
                 raise EOFError("sandbox worker exited")
-            data += piece
-        return bytes(data)
+            self._pending += piece
+        data = bytes(memoryview(self._pending)[:size])
+        del self._pending[:size]
+        return data
 
     def _read_frame(self, deadline: float) -> tuple[bytes, bytes]:
         kind, size = _FRAME.unpack(self._read_exact(_FRAME.size, deadline))
         return kind, self._read_exact(size, deadline)
 
     def execute(self, request: ExecutionRequest) -> RawRun:
-        header = {
+        header: RunHeader = {
             "cpu": float(request.cpu_time_limit_s),
             "wall": request.wall_limit,
             "mem": int(request.memory_limit_bytes),
@@ -168,13 +185,15 @@ class _WorkerProcess:
             "nofile": int(request.open_files_limit),
             "nproc": int(request.processes_limit),
         }
-        body: dict[str, Any] = {
+        body: RunBody = {
             "mode": request.mode,
             "program": request.program,
             "entry_point": request.entry_point,
         }
         if request.calls is not None:
-            body["calls"] = [[test.call, test.adapter] for test in request.calls]
+            body["calls"] = [
+                (test.call, test.adapter, request.call_limit(test)) for test in request.calls
+            ]
         if request.assert_test is not None:
             body["assert_test"] = request.assert_test
         if request.mode == "stdio":
@@ -185,7 +204,7 @@ class _WorkerProcess:
             [_LENGTH.pack(len(header_raw)), header_raw, _LENGTH.pack(len(body_raw)), body_raw]
         )
         deadline = time.monotonic() + request.wall_limit + _REPLY_GRACE_S
-        streams: dict[bytes, bytearray] = {b"O": bytearray(), b"E": bytearray(), b"R": bytearray()}
+        streams = {FRAME_STDOUT: bytearray(), FRAME_STDERR: bytearray(), FRAME_RECORDS: bytearray()}
         writer = None
         if len(message) <= _PIPE_SAFE_BYTES:
             self._send(message)  # fits in the pipe buffer: cannot block
@@ -196,14 +215,14 @@ class _WorkerProcess:
             kind, payload = self._read_frame(deadline)
             if kind in streams:
                 streams[kind] += payload
-            elif kind == b"X":
+            elif kind == FRAME_END:
                 if writer is not None:
                     writer.join()
-                summary = json.loads(payload)
+                summary: RunSummary = json.loads(payload)
                 return RawRun(
-                    bytes(streams[b"O"]),
-                    bytes(streams[b"E"]),
-                    bytes(streams[b"R"]),
+                    bytes(streams[FRAME_STDOUT]),
+                    bytes(streams[FRAME_STDERR]),
+                    bytes(streams[FRAME_RECORDS]),
                     summary,
                     self.isolated,
                 )
@@ -451,18 +470,30 @@ class SandboxPool:
 
 
 class _progress_bar:  # noqa: N801 - small context helper
-    def __init__(self, total: int) -> None:
-        from rich.progress import Progress
+    """rich's bar when rich is installed; otherwise a count on stderr every tenth of the batch
+    (the sandbox itself needs only the standard library)."""
 
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+        self._progress: Any = None
+        try:
+            from rich.progress import Progress
+        except ImportError:
+            return
         self._progress = Progress(transient=False)
         self._progress.start()
         self._task = self._progress.add_task("sandbox", total=total)
 
     def advance(self) -> None:
-        self._progress.advance(self._task)
+        self.done += 1
+        if self._progress is not None:
+            self._progress.advance(self._task)
+        elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
+            print(f"sandbox: {self.done}/{self.total}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        self._progress.stop()
+        if self._progress is not None:
+            self._progress.stop()
 
 
 _default_pool: SandboxPool | None = None

@@ -1,11 +1,13 @@
-"""On-disk cache of calibrated reference runtimes for the efficiency reward.
+"""Calibrated reference runtimes: the efficiency reward's baseline and the time limits' basis.
 
-The efficiency reward compares a passing candidate's CPU time with the mean CPU time of the
-problem's reference solution over several runs in the same sandbox. Calibrating costs a few
-sandbox runs per problem, so the result is cached on disk, one small JSON file per problem,
-keyed by a hash of everything that affects the measurement (the program pieces, the number
-of runs, the interpreter and the machine). Writes go through a temp file and ``os.replace``
-so concurrent trainers sharing the directory never read half a file.
+Each problem's reference solution runs several times in the same sandbox, under generous
+limits (:meth:`LimitPolicy.calibration`). The mean CPU time is the efficiency reward's
+``t_reference``; the slowest run sets the problem's CPU limits (:mod:`.limits`). Calibrating
+costs a few sandbox runs per problem, so the result is cached on disk, one small JSON file per
+problem under ``corrgrpo.utils.cache`` (``reference_runtimes/``), keyed by a hash of everything
+that affects the measurement (the program pieces, the number of runs, the calibration limit,
+the interpreter and the machine). Writes go through a temp file and ``os.replace`` so
+concurrent trainers sharing the directory never read half a file.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.code.execution import Executor, Job
+from corrgrpo.domains.code.limits import LimitPolicy, TimeLimits
 from corrgrpo.utils.cache import cache_dir
 
 
@@ -37,11 +41,19 @@ class ReferenceTiming:
     mean_cpu_time_s: float | None
     run_cpu_times_s: tuple[float, ...]
     statuses: tuple[str, ...]
+    slowest_test_cpu_s: float | None = None  # the slowest single test over all runs
+
+    @property
+    def max_cpu_time_s(self) -> float | None:
+        """The slowest run (what the time limits are scaled from); None unless ``ok``."""
+        return max(self.run_cpu_times_s) if self.ok and self.run_cpu_times_s else None
 
 
-def problem_key(row: dict[str, Any], runs: int) -> str:
-    """Hash of what a reference measurement depends on."""
+def problem_key(row: dict[str, Any], runs: int, limit_s: float | None = None) -> str:
+    """Hash of what a reference measurement depends on (``limit_s``: its CPU limit)."""
     parts = {
+        "format": 2,
+        "limit_s": limit_s,
         "preamble": row.get("preamble", ""),
         "reference": row.get("reference", ""),
         "test": row.get("test", ""),
@@ -79,6 +91,7 @@ class RuntimeCache:
                 mean_cpu_time_s=data["mean_cpu_time_s"],
                 run_cpu_times_s=tuple(data["run_cpu_times_s"]),
                 statuses=tuple(data["statuses"]),
+                slowest_test_cpu_s=data.get("slowest_test_cpu_s"),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None  # missing or unreadable: calibrate again
@@ -104,8 +117,98 @@ class RuntimeCache:
 INCONCLUSIVE_STATUSES = frozenset({"harness_error"})
 
 
-def summarize_runs(key: str, statuses: list[str], cpu_times: list[float]) -> ReferenceTiming:
-    """A timing from the reference's runs: usable only if every run passed."""
+def summarize_runs(
+    key: str,
+    statuses: list[str],
+    cpu_times: list[float],
+    test_cpu_times: list[float | None] | None = None,
+) -> ReferenceTiming:
+    """A timing from the reference's runs: usable only if every run passed.
+
+    ``test_cpu_times``: each run's slowest single test (None where it was not measured).
+    """
     ok = bool(statuses) and all(s == "passed" for s in statuses) and all(t > 0 for t in cpu_times)
     mean = sum(cpu_times) / len(cpu_times) if ok else None
-    return ReferenceTiming(key, ok, mean, tuple(cpu_times), tuple(statuses))
+    measured = [t for t in (test_cpu_times or []) if t is not None]
+    complete = ok and bool(measured) and len(measured) == len(cpu_times)
+    slowest = max(measured) if complete else None
+    return ReferenceTiming(key, ok, mean, tuple(cpu_times), tuple(statuses), slowest)
+
+
+def reference_job(row: dict[str, Any], limits: TimeLimits | None = None) -> Job | None:
+    """The sandbox job that runs a (normalized) row's reference solution, None without one."""
+    if not row["reference"].strip():
+        return None
+    return Job(
+        preamble=row["preamble"],
+        code=row["reference"],
+        test=row["test"],
+        entry_point=row["entry_point"],
+        stdin_tests=row["stdin_tests"],
+        limits=limits,
+    )
+
+
+class Calibrator:
+    """Runs (and caches) reference solutions; answers reference timings and time limits."""
+
+    def __init__(
+        self, policy: LimitPolicy, cache: RuntimeCache | None = None, runs: int = 4
+    ) -> None:
+        if runs < 1:
+            raise ValueError(f"calibration runs must be >= 1, got {runs}")
+        self.policy = policy
+        self.cache = cache if cache is not None else RuntimeCache()
+        self.runs = runs
+
+    def key(self, row: dict[str, Any]) -> str:
+        return problem_key(row, self.runs, self.policy.calibration().suite_s)
+
+    def known(self, row: dict[str, Any]) -> ReferenceTiming | None:
+        """The cached timing of ``row``'s reference, if it was calibrated before."""
+        return self.cache.get(self.key(row))
+
+    def limits(self, timing: ReferenceTiming | None) -> TimeLimits:
+        """The CPU limits of a problem with this calibration (nominal without one)."""
+        if timing is None:
+            return self.policy.nominal()
+        return self.policy.for_reference(timing.max_cpu_time_s, timing.slowest_test_cpu_s)
+
+    def timings(
+        self, executor: Executor, rows: list[dict[str, Any]]
+    ) -> dict[int, ReferenceTiming | None]:
+        """The timing of each row's reference (None without one), running what is not cached."""
+        result: dict[int, ReferenceTiming | None] = {}
+        pending: dict[str, tuple[Job, list[int]]] = {}
+        for index, row in enumerate(rows):
+            job = reference_job(row, self.policy.calibration())
+            cached = self.known(row) if job is not None else None
+            if job is None or cached is not None:
+                result[index] = cached
+                continue
+            pending.setdefault(self.key(row), (job, []))[1].append(index)
+        if pending:
+            for key, timing in self._run_references(executor, pending).items():
+                for index in pending[key][1]:
+                    result[index] = timing
+        return result
+
+    def _run_references(
+        self, executor: Executor, pending: dict[str, tuple[Job, list[int]]]
+    ) -> dict[str, ReferenceTiming]:
+        order = list(pending)
+        jobs = [pending[key][0] for key in order for _ in range(self.runs)]
+        outcomes = executor.run(jobs)
+        timings = {}
+        for n, key in enumerate(order):
+            chunk = outcomes[n * self.runs : (n + 1) * self.runs]
+            timing = summarize_runs(
+                key,
+                [o.status for o in chunk],
+                [o.cpu_time_s or 0.0 for o in chunk],
+                [o.slowest_test_cpu_s for o in chunk],
+            )
+            if not INCONCLUSIVE_STATUSES.intersection(timing.statuses):
+                self.cache.put(timing)
+            timings[key] = timing
+        return timings

@@ -25,6 +25,7 @@ import base64
 import gzip
 import io
 import json
+import os
 import pickle
 import re
 import zlib
@@ -128,8 +129,18 @@ def _load_source(source: str | Path, split: str, **hub_kwargs: Any) -> list[dict
         import datasets
     except ImportError as err:  # pragma: no cover - datasets ships with the trl extra
         raise ImportError("loading by dataset name needs the 'datasets' package") from err
+    hub_kwargs.setdefault("cache_dir", _hub_cache_dir())
     dataset = datasets.load_dataset(str(source), split=split, **hub_kwargs)
     return [dict(r) for r in dataset]
+
+
+def _hub_cache_dir() -> str | None:
+    """corrgrpo's cache for hub downloads, unless the user chose the datasets cache."""
+    if os.environ.get("HF_DATASETS_CACHE") or os.environ.get("HF_HOME"):
+        return None  # the user's own choice wins
+    from corrgrpo.utils.cache import cache_dir
+
+    return str(cache_dir("datasets"))
 
 
 def _user_prompt(text: str) -> list[dict[str, str]]:

@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +42,51 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--save-samples", type=Path, default=None, help="with --model: write the completions here"
     )
-    parser.add_argument("--output", type=Path, default=None, help="JSON report path")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="JSON report path (default: <model folder>/eval/ for a local --model, else none)",
+    )
     parser.add_argument("--workers", type=int, default=None, help="sandbox workers")
-    parser.add_argument(
-        "--timeout", type=float, default=5.0, help="CPU seconds per program (paper: 5)"
-    )
-    parser.add_argument(
-        "--no-efficiency", action="store_true", help="skip reference calibration and efficiency"
-    )
+    add_limit_options(parser)
+    parser.add_argument("--no-efficiency", action="store_true", help="no efficiency reward")
     parser.add_argument("--calibration-runs", type=int, default=4)
     parser.add_argument("--cache-dir", type=Path, default=None, help="reference runtime cache")
     parser.add_argument("--chunk", type=int, default=64, help="programs per sandbox batch")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_eval)
+
+
+def add_limit_options(parser: argparse.ArgumentParser) -> None:
+    """CPU time limits: nominal limit, calibration factor and floor, speed scaling."""
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        help="nominal CPU seconds per program (paper: 5); scaled by the machine-speed factor, "
+        "raised for problems whose reference needs more",
+    )
+    parser.add_argument(
+        "--time-factor",
+        type=float,
+        default=5.0,
+        help="CPU limits are this many times the reference's calibrated time (default: 5)",
+    )
+    parser.add_argument(
+        "--time-floor",
+        type=float,
+        default=1.0,
+        help="lowest CPU limit of one test, in seconds before the speed factor (default: 1)",
+    )
+    parser.add_argument(
+        "--fixed-limits",
+        action="store_true",
+        help="no per-problem limits: --timeout (times the speed factor) for every problem",
+    )
+    parser.add_argument(
+        "--no-speed-factor", action="store_true", help="do not scale limits to this machine"
+    )
 
 
 # --------------------------------------------------------------------------- inputs
@@ -139,6 +172,27 @@ def _fmt(value: Any) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def category_table(report: dict[str, Any]) -> Any:
+    """Rich table: each verdict category, its count and share, and one example's detail."""
+    from rich.table import Table
+
+    counts = report["summary"]["category_counts"]
+    total = sum(counts.values()) or 1
+    examples: dict[str, str] = {}
+    for sample in report["samples"]:
+        if sample["detail"]:
+            examples.setdefault(sample["status"], f"{sample['task_id']}: {sample['detail']}")
+    table = Table(title="verdict categories")
+    table.add_column("category")
+    table.add_column("samples", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("example detail", overflow="fold", max_width=70)
+    for category, count in counts.items():
+        example = examples.get(category, "")[:200]
+        table.add_row(category, str(count), f"{100 * count / total:.1f}%", example)
+    return table
+
+
 def print_report(report: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -164,122 +218,199 @@ def print_report(report: dict[str, Any]) -> None:
     console.print(table)
     if not report["sandbox_isolated"]:
         console.print("[bold red]the sandbox ran WITHOUT namespace isolation (rlimits only)[/]")
-    statuses = ", ".join(f"{k}={v}" for k, v in summary["status_counts"].items())
-    console.print(f"statuses: {statuses}")
+    console.print(category_table(report))
     if report["mode"] == "reference" and report["failures"]:
         console.print(f"[bold]{len(report['failures'])} reference solutions did not pass:[/bold]")
         for f in report["failures"][:50]:
             console.print(f"  {f['task_id']}: {f['status']} {f['detail'][:160]}")
 
 
-def run_eval(args: argparse.Namespace) -> int:
-    from corrgrpo.domains.code.calibration import RuntimeCache
+@dataclass
+class _Inputs:
+    """What to score: one row per sample, its completion, and problems left without one."""
+
+    mode: str  # samples | reference | model
+    rows: list[dict[str, Any]]
+    sample_rows: list[dict[str, Any]]
+    completions: list[Any]
+    missing: list[str]
+
+
+def _fail(message: str) -> int:
+    print(f"corrgrpo eval code: {message}", file=sys.stderr)
+    return 2
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """ValueError naming the first option out of range."""
+    for name in ("timeout", "time_factor", "time_floor"):
+        if not getattr(args, name) > 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
+    if args.calibration_runs < 1:
+        raise ValueError(f"--calibration-runs must be >= 1, got {args.calibration_runs}")
+
+
+def load_inputs(args: argparse.Namespace) -> _Inputs:
+    """The benchmark rows and the samples to score (model mode: completions come later)."""
     from corrgrpo.domains.code.data import load_benchmark
+
+    check_options(args)
+    rows = load_benchmark(args.benchmark, args.data, split=args.split, limit=args.limit)
+    if args.model is not None:
+        return _Inputs("model", rows, list(rows), [], [])
+    if args.samples is not None:
+        mode, samples = "samples", load_samples(args.samples)
+    else:
+        mode, samples = "reference", reference_samples(rows)
+    sample_rows, completions, missing = match_samples(rows, samples, args.limit is not None)
+    return _Inputs(mode, rows, sample_rows, completions, missing)
+
+
+def generate(args: argparse.Namespace, inputs: _Inputs, bar: Any) -> None:
+    """Greedy completions of every problem with ``--model`` (saved with ``--save-samples``)."""
+    task = bar.add_task("generating", total=len(inputs.rows))
+    inputs.completions = args.generate(  # supplied by corrgrpo.cli.evaluate
+        args.model,
+        [r["prompt"] for r in inputs.rows],
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
+        device=args.device,
+        on_batch=lambda n: bar.advance(task, n),
+    )
+    if args.save_samples is not None:
+        args.save_samples.parent.mkdir(parents=True, exist_ok=True)
+        with args.save_samples.open("w", encoding="utf-8") as handle:
+            for row, completion in zip(inputs.rows, inputs.completions, strict=True):
+                record = {"task_id": row["task_id"], "completion": completion}
+                handle.write(json.dumps(record) + "\n")
+
+
+def make_scorer(args: argparse.Namespace, executor: Any) -> Any:
+    """The scorer the options describe (time-limit policy, calibration cache, efficiency)."""
+    from corrgrpo.domains.code.calibration import RuntimeCache
+    from corrgrpo.domains.code.limits import LimitPolicy, machine_speed_factor
+    from corrgrpo.domains.code.scoring import CodeScorer
+
+    policy = LimitPolicy(
+        suite_s=args.timeout,
+        factor=args.time_factor,
+        floor_s=args.time_floor,
+        speed=1.0 if args.no_speed_factor else machine_speed_factor(),
+    )
+    return CodeScorer(
+        executor,
+        efficiency=not args.no_efficiency,
+        calibration_runs=args.calibration_runs,
+        runtime_cache=RuntimeCache(args.cache_dir) if args.cache_dir else None,
+        limit_policy=policy,
+        calibrate_limits=not args.fixed_limits,
+    )
+
+
+def score_inputs(
+    args: argparse.Namespace, inputs: _Inputs, bar: Any
+) -> tuple[list[Any], Any, dict[str, Any]]:
+    """Scores of every sample, the scorer, and the sandbox figures of the run."""
     from corrgrpo.domains.code.execution import make_executor
-    from corrgrpo.domains.code.scoring import CodeScorer, summarize_scores
 
+    executor = make_executor(workers=args.workers, timeout_s=args.timeout)
     try:
-        rows = load_benchmark(args.benchmark, args.data, split=args.split, limit=args.limit)
-        if args.samples is not None:
-            mode = "samples"
-            samples = load_samples(args.samples)
-        elif args.reference:
-            mode = "reference"
-            samples = reference_samples(rows)
-        else:
-            mode = "model"
-            samples = []
-        if mode != "model":
-            sample_rows, completions, missing = match_samples(rows, samples, args.limit is not None)
-    except (ValueError, FileNotFoundError, TypeError) as err:
-        print(f"corrgrpo eval code: {err}", file=sys.stderr)
-        return 2
+        scorer = make_scorer(args, executor)
+        task = bar.add_task("scoring", total=len(inputs.sample_rows))
+        started = time.perf_counter()
+        scores = score_in_chunks(
+            scorer,
+            inputs.sample_rows,
+            inputs.completions,
+            args.chunk,
+            lambda n: bar.advance(task, n),
+        )
+        elapsed = time.perf_counter() - started
+    finally:
+        executor.close()
+    runs = executor.requests_run
+    figures = {
+        "throughput_programs_per_s": len(scores) / elapsed if elapsed > 0 else float("inf"),
+        "sandbox_runs": runs,  # every sandbox run, reference calibration included
+        "sandbox_isolated": bool(getattr(executor.pool, "isolated", False)),
+        "sandbox_runs_per_s": runs / elapsed if elapsed > 0 else float("inf"),
+        "scoring_seconds": elapsed,
+        "time_limits": asdict(scorer.calibrator.policy),
+    }
+    return scores, scorer, figures
 
-    bar = _progress_bar(not args.quiet)
-    with bar:
-        if mode == "model":
-            gen_task = bar.add_task("generating", total=len(rows))
-            try:
-                completions = args.generate(  # supplied by corrgrpo.cli.evaluate
-                    args.model,
-                    [r["prompt"] for r in rows],
-                    max_new_tokens=args.max_new_tokens,
-                    batch_size=args.batch_size,
-                    device=args.device,
-                    on_batch=lambda n: bar.advance(gen_task, n),
-                )
-            except (OSError, ValueError) as err:  # unknown model name/folder, bad options
-                print(
-                    f"corrgrpo eval code: cannot generate with {args.model!r}: {err}",
-                    file=sys.stderr,
-                )
-                return 2
-            sample_rows, missing = list(rows), []
-            if args.save_samples is not None:
-                args.save_samples.parent.mkdir(parents=True, exist_ok=True)
-                with args.save_samples.open("w", encoding="utf-8") as handle:
-                    for row, completion in zip(rows, completions, strict=True):
-                        handle.write(
-                            json.dumps({"task_id": row["task_id"], "completion": completion}) + "\n"
-                        )
-        executor = make_executor(workers=args.workers, timeout_s=args.timeout)
-        try:
-            scorer = CodeScorer(
-                executor,
-                efficiency=not args.no_efficiency,
-                calibration_runs=args.calibration_runs,
-                runtime_cache=RuntimeCache(args.cache_dir) if args.cache_dir else None,
-            )
-            score_task = bar.add_task("scoring", total=len(sample_rows))
-            started = time.perf_counter()
-            scores = score_in_chunks(
-                scorer,
-                sample_rows,
-                completions,
-                args.chunk,
-                lambda n: bar.advance(score_task, n),
-            )
-            elapsed = time.perf_counter() - started
-        finally:
-            close = getattr(executor, "close", None)
-            if close is not None:
-                close()
 
-    summary = summarize_scores(scores, scorer.weights, [r["task_id"] for r in sample_rows])
-    if missing:  # problems without a sample count as failures in pass@1
-        n_tasks = summary["n_tasks"] + len(missing)
+def build_report(
+    args: argparse.Namespace,
+    inputs: _Inputs,
+    scores: list[Any],
+    scorer: Any,
+    figures: dict[str, Any],
+) -> dict[str, Any]:
+    """The JSON report: summary (category counts included) and one entry per sample."""
+    from corrgrpo.domains.code.scoring import summarize_scores
+
+    task_ids = [r["task_id"] for r in inputs.sample_rows]
+    summary = summarize_scores(scores, scorer.weights, task_ids)
+    if inputs.missing:  # problems without a sample count as failures in pass@1
+        n_tasks = summary["n_tasks"] + len(inputs.missing)
         summary["pass@1"] = summary["pass@1"] * summary["n_tasks"] / n_tasks
         summary["n_tasks"] = n_tasks
     per_sample = [
         {"task_id": r["task_id"], "total": s.total(scorer.weights), **s.to_dict()}
-        for r, s in zip(sample_rows, scores, strict=True)
+        for r, s in zip(inputs.sample_rows, scores, strict=True)
     ]
-    report = {
+    failures = [
+        {"task_id": p["task_id"], "status": p["status"], "detail": p["detail"]}
+        for p in per_sample
+        if not p["passed"]
+    ]
+    return {
         "benchmark": args.benchmark,
         "data": args.data,
-        "mode": mode,
+        "mode": inputs.mode,
         "model": args.model,
         "samples_file": str(args.samples) if args.samples else None,
-        "n_problems": len(rows),
-        "missing_tasks": missing,
+        "n_problems": len(inputs.rows),
+        "missing_tasks": inputs.missing,
         "weights": scorer.weights,
         "summary": summary,
-        "throughput_programs_per_s": len(scores) / elapsed if elapsed > 0 else float("inf"),
-        # every sandbox run, reference calibration included
-        "sandbox_runs": executor.requests_run,
-        "sandbox_isolated": bool(getattr(executor.pool, "isolated", False)),
-        "sandbox_runs_per_s": executor.requests_run / elapsed if elapsed > 0 else float("inf"),
-        "scoring_seconds": elapsed,
-        "failures": [
-            {"task_id": p["task_id"], "status": p["status"], "detail": p["detail"]}
-            for p in per_sample
-            if not p["passed"]
-        ],
+        **figures,
+        "failures": failures,
         "samples": per_sample,
     }
-    output = args.output or Path(f"code_eval_{args.benchmark}_{mode}.json")
+
+
+def report_path(args: argparse.Namespace) -> Path | None:
+    """``--output``; else, for a model given as a local folder (a run folder), a file in its
+    ``eval/`` sub-folder; else None: nothing is written without being asked."""
+    if args.output is not None:
+        return Path(args.output)
+    if args.model is not None and Path(args.model).is_dir():
+        return Path(args.model) / "eval" / f"code_{args.benchmark}.json"
+    return None
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    try:
+        inputs = load_inputs(args)
+    except (ValueError, FileNotFoundError, TypeError) as err:
+        return _fail(str(err))
+    bar = _progress_bar(not args.quiet)
+    with bar:
+        if inputs.mode == "model":
+            try:
+                generate(args, inputs, bar)
+            except (OSError, ValueError) as err:  # unknown model name/folder, bad options
+                return _fail(f"cannot generate with {args.model!r}: {err}")
+        scores, scorer, figures = score_inputs(args, inputs, bar)
+    report = build_report(args, inputs, scores, scorer, figures)
+    print_report(report)
+    output = report_path(args)
+    if output is None:
+        print("results not saved (give --output FILE to keep them)")
+        return 0
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
-    print_report(report)
     print(f"wrote {output}")
     return 0

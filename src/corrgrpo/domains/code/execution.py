@@ -10,19 +10,23 @@ sandbox requests, runs them in one batch on the pool and reduces each job's resu
 * Tests it cannot convert (loops, helpers, ``math.isclose``) run in assert mode; those
   verdicts are marked ``forgeable``.
 * stdin/stdout problems run once per case; the job passes only if every case passes.
+
+Each job carries its problem's CPU limits (:class:`TimeLimits`: one per test, one for the
+whole program as a backstop); a job without them gets the executor's nominal limits.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from corrgrpo.domains.code.limits import NOMINAL_SUITE_S, TimeLimits
+
 if TYPE_CHECKING:
-    from corrgrpo.sandbox.requests import CallTest, ExecutionRequest, ExecutionResult
+    from corrgrpo.sandbox.requests import CallOutcome, CallTest, ExecutionRequest, ExecutionResult
 
 # When a stdin/stdout job has several cases, the job's status is the worst case's status.
 _STATUS_SEVERITY = {
@@ -47,11 +51,22 @@ class Job:
     test: str = ""
     entry_point: str = ""
     stdin_tests: str = ""  # JSON list of {"input", "output"}; non-empty = stdin/stdout mode
+    limits: TimeLimits | None = None  # None: the executor's nominal limits
+
+
+#: longest ``detail`` kept per verdict (results files stay small whatever a program prints)
+DETAIL_LIMIT = 400
+
+
+def cap_detail(text: str, limit: int = DETAIL_LIMIT) -> str:
+    """``text`` on one line, cut to ``limit`` characters (marked with an ellipsis when cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the sandbox concluded about one job."""
+    """What the sandbox concluded about one job: ``status`` is its category (a sandbox status)."""
 
     status: str
     cpu_time_s: float | None
@@ -59,6 +74,7 @@ class Outcome:
     detail: str = ""
     # the paper's runtime condition (see ``stops_at_wrong_answer``); None: use the status
     runtime_ok: bool | None = None
+    slowest_test_cpu_s: float | None = None  # the slowest single test, when measured
 
 
 class Executor(Protocol):
@@ -73,21 +89,23 @@ def _converted(test: str) -> tuple[CallTest, ...] | None:
     return tuple(tests) if tests else None
 
 
-def job_requests(job: Job, cpu_time_limit_s: float) -> list[ExecutionRequest]:
+def job_requests(job: Job, default_limits: TimeLimits) -> list[ExecutionRequest]:
     """The sandbox requests that together judge ``job``."""
     from corrgrpo.sandbox import ExecutionRequest
 
     program = (job.preamble.rstrip() + "\n\n" + job.code) if job.preamble.strip() else job.code
+    limits = job.limits or default_limits
     if job.stdin_tests:
         cases = json.loads(job.stdin_tests)
         if not cases:
             raise ValueError("a stdin/stdout job needs at least one case")
+        # one run per case: the case is the test, so its limit is the per-test one
         return [
             ExecutionRequest(
                 program=program,
                 stdin=str(case["input"]),
                 expected_stdout=str(case["output"]),
-                cpu_time_limit_s=cpu_time_limit_s,
+                cpu_time_limit_s=limits.per_test_s,
             )
             for case in cases
         ]
@@ -98,30 +116,51 @@ def job_requests(job: Job, cpu_time_limit_s: float) -> list[ExecutionRequest]:
                 program=program,
                 entry_point=job.entry_point,
                 calls=list(calls),
-                cpu_time_limit_s=cpu_time_limit_s,
+                cpu_time_limit_s=limits.suite_s,
+                call_cpu_limit_s=limits.per_test_s,
             )
         ]
+    # check() runs as one unit inside the sandbox: only the whole-program limit applies
     return [
         ExecutionRequest(
             program=program,
             entry_point=job.entry_point,
             assert_test=job.test,
-            cpu_time_limit_s=cpu_time_limit_s,
+            cpu_time_limit_s=limits.suite_s,
         )
     ]
 
 
+def _call_detail(call: CallOutcome) -> str:
+    if call.error_type:
+        return f"{call.call[:160]}: {call.error_type}: {call.error_message or ''}"
+    if call.returned:
+        return f"{call.call[:160]}: returned {call.value!r}"
+    return f"{call.call[:160]}: {call.status}"
+
+
 def _detail(result: ExecutionResult) -> str:
-    """A short human-readable reason for a non-passing result."""
+    """Why a result did not pass, capped: the first failing test, else the sandbox's account."""
     if result.status == "passed":
         return ""
     for call in result.calls:
         if not call.passed:
-            if call.error_type:
-                return f"{call.call[:120]}: {call.error_type}: {(call.error_message or '')[:200]}"
-            return f"{call.call[:120]}: returned {call.value!r}"[:320]
-    text = result.message or result.stderr.strip().splitlines()[-1:] or ""
-    return (text if isinstance(text, str) else text[0])[:320]
+            text = _call_detail(call)
+            if call.status == "missing" and result.detail:
+                text += f" ({result.detail})"  # the run ended before this call: say how
+            return cap_detail(text)
+    return cap_detail(result.detail or "\n".join(result.stderr.strip().splitlines()[-1:]))
+
+
+def slowest_test_cpu_s(results: Sequence[ExecutionResult]) -> float | None:
+    """CPU seconds of the slowest single test (call or stdin case); None when not measured."""
+    times: list[float] = []
+    for result in results:
+        if result.mode == "calls":
+            times.extend(c.cpu_time_s for c in result.calls if c.cpu_time_s is not None)
+        elif result.mode == "stdio":
+            times.append(result.cpu_time_s)
+    return max(times) if times else None
 
 
 def stops_at_wrong_answer(results: Sequence[ExecutionResult]) -> bool:
@@ -153,6 +192,7 @@ def combine_results(results: Sequence[ExecutionResult]) -> Outcome:
         forgeable=any(r.forgeable for r in results),
         detail=_detail(worst),
         runtime_ok=stops_at_wrong_answer(results),
+        slowest_test_cpu_s=slowest_test_cpu_s(results),
     )
 
 
@@ -160,7 +200,7 @@ class SandboxExecutor:
     """Runs jobs on a ``corrgrpo.sandbox`` pool (its own, or one passed in)."""
 
     def __init__(
-        self, pool: Any = None, *, workers: int | None = None, timeout_s: float = 5.0
+        self, pool: Any = None, *, workers: int | None = None, timeout_s: float = NOMINAL_SUITE_S
     ) -> None:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -177,7 +217,7 @@ class SandboxExecutor:
         requests: list[ExecutionRequest] = []
         spans: list[tuple[int, int]] = []
         for job in jobs:
-            reqs = job_requests(job, self.timeout_s)
+            reqs = job_requests(job, TimeLimits(self.timeout_s, self.timeout_s))
             spans.append((len(requests), len(requests) + len(reqs)))
             requests.extend(reqs)
         results = self.pool.run(requests) if requests else []
@@ -197,22 +237,19 @@ class SandboxExecutor:
         self.close()
 
 
-def make_executor(workers: int | None = None, timeout_s: float = 5.0) -> SandboxExecutor:
+def make_executor(
+    workers: int | None = None, timeout_s: float = NOMINAL_SUITE_S
+) -> SandboxExecutor:
     """A fresh executor with its own pool (close it when done)."""
     return SandboxExecutor(workers=workers, timeout_s=timeout_s)
 
 
-_default: SandboxExecutor | None = None
-_default_lock = threading.Lock()
-
-
 def default_executor() -> SandboxExecutor:
-    """The process-wide executor behind the default scorer (started on first use)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            from corrgrpo.sandbox import get_default_pool
+    """An executor on the process's shared sandbox pool (``corrgrpo.sandbox.get_default_pool``).
 
-            # the sandbox's shared pool: created once per process, closed at exit
-            _default = SandboxExecutor(get_default_pool())
-        return _default
+    Nothing is cached here: the pool is looked up on each call, so after a fork or a closed
+    pool the next executor gets the fresh pool that ``get_default_pool`` builds.
+    """
+    from corrgrpo.sandbox import get_default_pool
+
+    return SandboxExecutor(get_default_pool())

@@ -12,8 +12,9 @@ Per completion (PAPER.md §3):
   times in the same sandbox, t_reference the mean over calibrated runs (``None`` when the
   problem has no usable reference; 0 when the candidate does not pass)
 
-Every program of a batch goes to the sandbox pool in one call; references that need a
-(cached) calibration go in a second call, only for problems where some candidate passed.
+Each problem's reference solution is calibrated first (a few runs, cached on disk; see
+:mod:`.calibration`): its CPU times set the problem's time limits (:mod:`.limits`) and the
+efficiency baseline. Then every program of the batch goes to the sandbox pool in one call.
 """
 
 from __future__ import annotations
@@ -23,18 +24,35 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from corrgrpo.domains.code.calibration import (
     INCONCLUSIVE_STATUSES,
+    Calibrator,
+    ReferenceTiming,
     RuntimeCache,
-    problem_key,
-    summarize_runs,
 )
-from corrgrpo.domains.code.execution import Executor, Job, Outcome, default_executor
+from corrgrpo.domains.code.execution import (
+    Executor,
+    Job,
+    Outcome,
+    cap_detail,
+    default_executor,
+)
 from corrgrpo.domains.code.extract import completion_text, extract_code, format_reward
-from corrgrpo.domains.code.static import ast_similarity, build_program, compiles, syntax_reward
+from corrgrpo.domains.code.limits import (
+    DEFAULT_FLOOR_S,
+    NOMINAL_SUITE_S,
+    LimitPolicy,
+    machine_speed_factor,
+)
+from corrgrpo.domains.code.static import (
+    ast_similarity,
+    build_program,
+    compile_error,
+    syntax_reward,
+)
 
 COMPONENTS = ("format", "syntax", "compile", "runtime", "pass", "ast", "efficiency")
 
@@ -75,11 +93,12 @@ class CodeScore:
     passed: float
     ast: float | None
     efficiency: float | None
-    status: str  # sandbox status, or 'no_code' / 'syntax_error' / 'compile_error'
+    # the verdict's category: a sandbox status, or 'no_code' / 'syntax_error' / 'compile_error'
+    status: str
     forgeable: bool  # verdict came from assertions run inside the sandbox
     cpu_time_s: float | None
     reference_cpu_time_s: float | None
-    detail: str = ""
+    detail: str = ""  # why it did not pass, at most ``DETAIL_LIMIT`` characters
 
     def components(self) -> dict[str, float | None]:
         return {
@@ -140,6 +159,7 @@ class _Prepared:
     ast: float | None
     job: Job | None  # None when it does not compile
     status: str
+    detail: str = ""
 
 
 def prepare(row: dict[str, Any], text: str) -> _Prepared:
@@ -154,16 +174,18 @@ def prepare(row: dict[str, Any], text: str) -> _Prepared:
     fmt = format_reward(extracted, marker)
     ast_score = ast_similarity(code, row["reference"])
     if not code.strip():
-        return _Prepared(fmt, 0.0, 0.0, ast_score, None, "no_code")
+        return _Prepared(fmt, 0.0, 0.0, ast_score, None, "no_code", "no code in the completion")
     syntax = syntax_reward(code)
     if not syntax:
-        return _Prepared(fmt, 0.0, 0.0, ast_score, None, "syntax_error")
+        parse_error = compile_error(code, "<candidate>") or "does not parse"
+        return _Prepared(fmt, 0.0, 0.0, ast_score, None, "syntax_error", cap_detail(parse_error))
     if row["stdin_tests"]:
         program = build_program(preamble, code)
     else:
         program = build_program(preamble, code, row["test"], row["entry_point"])
-    if not compiles(program):
-        return _Prepared(fmt, syntax, 0.0, ast_score, None, "compile_error")
+    error = compile_error(program)
+    if error is not None:
+        return _Prepared(fmt, syntax, 0.0, ast_score, None, "compile_error", cap_detail(error))
     job = Job(
         preamble=preamble,
         code=code,
@@ -172,19 +194,6 @@ def prepare(row: dict[str, Any], text: str) -> _Prepared:
         stdin_tests=row["stdin_tests"],
     )
     return _Prepared(fmt, syntax, 1.0, ast_score, job, "compiled")
-
-
-def reference_job(row: dict[str, Any]) -> Job | None:
-    """The sandbox job that runs a row's reference solution (None without a reference)."""
-    if not row["reference"].strip():
-        return None
-    return Job(
-        preamble=row["preamble"],
-        code=row["reference"],
-        test=row["test"],
-        entry_point=row["entry_point"],
-        stdin_tests=row["stdin_tests"],
-    )
 
 
 def efficiency_reward(
@@ -203,6 +212,11 @@ class CodeScorer:
 
     The memo lets the seven TRL reward callables share one execution per completion: the
     first callable scores the batch, the other six read the memo.
+
+    ``limit_policy`` turns reference times into CPU limits (default: the executor's
+    ``timeout_s`` as the nominal suite limit, factor 5, floor 1 s, scaled by this machine's
+    speed factor); with
+    ``calibrate_limits=False`` every problem gets the policy's nominal limits.
     """
 
     def __init__(
@@ -214,9 +228,9 @@ class CodeScorer:
         runtime_cache: RuntimeCache | None = None,
         efficiency: bool = True,
         memo_size: int = 8192,
+        limit_policy: LimitPolicy | None = None,
+        calibrate_limits: bool = True,
     ) -> None:
-        if calibration_runs < 1:
-            raise ValueError(f"calibration_runs must be >= 1, got {calibration_runs}")
         weights = dict(DEFAULT_WEIGHTS if weights is None else weights)
         unknown = set(weights) - set(COMPONENTS)
         if unknown:
@@ -227,8 +241,13 @@ class CodeScorer:
             name: float(weights.get(name, DEFAULT_WEIGHTS[name])) for name in COMPONENTS
         }
         self._executor = executor
-        self.calibration_runs = calibration_runs
+        self._calibration_runs = calibration_runs
+        self._policy = limit_policy
+        self._calibrator: Calibrator | None = None
         self.runtime_cache = runtime_cache if runtime_cache is not None else RuntimeCache()
+        if calibration_runs < 1:
+            raise ValueError(f"calibration_runs must be >= 1, got {calibration_runs}")
+        self.calibrate_limits = calibrate_limits
         self.efficiency = efficiency
         self._memo: OrderedDict[str, CodeScore] = OrderedDict()
         self._memo_size = memo_size
@@ -236,9 +255,25 @@ class CodeScorer:
 
     @property
     def executor(self) -> Executor:
-        if self._executor is None:
-            self._executor = default_executor()
-        return self._executor
+        # Not stored: the shared pool is looked up on each use, so it survives fork and close.
+        return self._executor if self._executor is not None else default_executor()
+
+    @property
+    def calibrator(self) -> Calibrator:
+        """Reference runs and time limits (measures the machine's speed on first use)."""
+        if self._calibrator is None:
+            policy = self._policy or LimitPolicy(
+                # an executor's own limit is the nominal one (e.g. ``SandboxExecutor(timeout_s=1)``)
+                suite_s=getattr(self.executor, "timeout_s", NOMINAL_SUITE_S),
+                floor_s=min(DEFAULT_FLOOR_S, getattr(self.executor, "timeout_s", NOMINAL_SUITE_S)),
+                speed=machine_speed_factor(),
+            )
+            self._calibrator = Calibrator(policy, self.runtime_cache, self._calibration_runs)
+        return self._calibrator
+
+    @property
+    def calibration_runs(self) -> int:
+        return self._calibration_runs
 
     # ------------------------------------------------------------------ public
 
@@ -270,8 +305,8 @@ class CodeScorer:
         """Calibrated mean reference CPU time of each row (runs what is not cached)."""
         norm = [normalize_row(r) for r in rows]
         with self._lock:
-            timings = self._calibrate(norm)
-        return [timings.get(i) for i in range(len(norm))]
+            timings = self.calibrator.timings(self.executor, norm)
+        return [_mean_time(timings.get(i)) for i in range(len(norm))]
 
     # ------------------------------------------------------------------ internals
 
@@ -284,22 +319,35 @@ class CodeScorer:
     def _score_uncached(self, rows: list[dict[str, Any]], texts: list[str]) -> list[CodeScore]:
         prepared = [prepare(r, t) for r, t in zip(rows, texts, strict=True)]
         runnable = [i for i, p in enumerate(prepared) if p.job is not None]
+        timings = self._reference_timings(rows, runnable)
         outcomes: dict[int, Outcome] = {}
         if runnable:
-            ran = self.executor.run([prepared[i].job for i in runnable])  # type: ignore[misc]
-            outcomes = dict(zip(runnable, ran, strict=True))
-        passed_rows = [i for i, o in outcomes.items() if o.status == "passed"]
-        reference: dict[int, float] = {}
-        if self.efficiency and passed_rows:
-            calibrated = self._calibrate([rows[i] for i in passed_rows])
-            reference = {passed_rows[j]: t for j, t in calibrated.items() if t is not None}
+            jobs = [self._with_limits(prepared[i].job, timings.get(i)) for i in runnable]
+            outcomes = dict(zip(runnable, self.executor.run(jobs), strict=True))
         results = []
         for i, prep in enumerate(prepared):
-            applies = self._efficiency_applies(rows[i])
-            results.append(self._combine(prep, outcomes.get(i), applies, reference.get(i)))
+            applies = self._efficiency_applies(rows[i], timings.get(i))
+            results.append(self._combine(prep, outcomes.get(i), applies, _mean_time(timings.get(i))))
         return results
 
-    def _efficiency_applies(self, row: dict[str, Any]) -> bool:
+    def _reference_timings(
+        self, rows: list[dict[str, Any]], runnable: list[int]
+    ) -> dict[int, ReferenceTiming | None]:
+        """Calibrations of the rows that will run (only when limits or efficiency need them)."""
+        if not runnable or not (self.calibrate_limits or self.efficiency):
+            return {}
+        found = self.calibrator.timings(self.executor, [rows[i] for i in runnable])
+        return {runnable[j]: timing for j, timing in found.items()}
+
+    def _with_limits(self, job: Job | None, timing: ReferenceTiming | None) -> Job:
+        assert job is not None  # only compiled completions are run
+        if self.calibrate_limits:
+            limits = self.calibrator.limits(timing)
+        else:
+            limits = self.calibrator.policy.nominal()
+        return replace(job, limits=limits)
+
+    def _efficiency_applies(self, row: dict[str, Any], timing: ReferenceTiming | None) -> bool:
         """Efficiency is defined for the problem: enabled, a reference, not known to fail.
 
         Problems whose reference failed calibration get ``None`` for every completion, so a
@@ -307,7 +355,7 @@ class CodeScorer:
         """
         if not self.efficiency or not row["reference"].strip():
             return False
-        known = self.runtime_cache.get(problem_key(row, self.calibration_runs))
+        known = timing if timing is not None else self.calibrator.known(row)
         return known is None or known.ok
 
     def _combine(
@@ -331,6 +379,7 @@ class CodeScorer:
                 forgeable=False,
                 cpu_time_s=None,
                 reference_cpu_time_s=None,
+                detail=prep.detail,
             )
         passed = float(outcome.status == "passed")
         if outcome.runtime_ok is None:
@@ -356,36 +405,17 @@ class CodeScorer:
             detail=outcome.detail,
         )
 
-    def _calibrate(self, rows: list[dict[str, Any]]) -> dict[int, float | None]:
-        """Mean reference CPU time per row index, running uncached references on the pool."""
-        runs = self.calibration_runs
-        result: dict[int, float | None] = {}
-        pending: dict[str, tuple[Job, list[int]]] = {}
-        for index, row in enumerate(rows):
-            job = reference_job(row)
-            if job is None:
-                result[index] = None
-                continue
-            key = problem_key(row, runs)
-            cached = self.runtime_cache.get(key)
-            if cached is not None:
-                result[index] = cached.mean_cpu_time_s if cached.ok else None
-                continue
-            pending.setdefault(key, (job, []))[1].append(index)
-        if pending:
-            order = list(pending)
-            jobs = [pending[key][0] for key in order for _ in range(runs)]
-            outcomes = self.executor.run(jobs)
-            for n, key in enumerate(order):
-                chunk = outcomes[n * runs : (n + 1) * runs]
-                timing = summarize_runs(
-                    key, [o.status for o in chunk], [o.cpu_time_s or 0.0 for o in chunk]
-                )
-                if not INCONCLUSIVE_STATUSES.intersection(timing.statuses):
-                    self.runtime_cache.put(timing)
-                for index in pending[key][1]:
-                    result[index] = timing.mean_cpu_time_s if timing.ok else None
-        return result
+
+def _mean_time(timing: ReferenceTiming | None) -> float | None:
+    return timing.mean_cpu_time_s if timing is not None and timing.ok else None
+
+
+def category_counts(scores: Sequence[CodeScore]) -> dict[str, int]:
+    """How many verdicts fell in each category (``CodeScore.status``), most frequent first."""
+    counts: dict[str, int] = {}
+    for score in scores:
+        counts[score.status] = counts.get(score.status, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def summarize_scores(
@@ -393,7 +423,7 @@ def summarize_scores(
     weights: dict[str, float] | None = None,
     task_ids: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """pass@1, per-component means (over applicable values), total, forgeable share, statuses.
+    """pass@1, per-component means (over applicable values), total, forgeable share, categories.
 
     With ``task_ids`` (several samples per task) pass@1 is the mean over tasks of each task's
     pass rate, the unbiased pass@1 estimate; otherwise it is the mean pass over samples.
@@ -417,10 +447,7 @@ def summarize_scores(
         means[name] = sum(values) / len(values) if values else None
     summary["rewards"] = means
     summary["total"] = sum(s.total(weights) for s in scores) / n if n else float("nan")
-    statuses: dict[str, int] = {}
-    for s in scores:
-        statuses[s.status] = statuses.get(s.status, 0) + 1
-    summary["status_counts"] = dict(sorted(statuses.items(), key=lambda kv: -kv[1]))
+    summary["category_counts"] = category_counts(scores)
     summary["forgeable_share"] = sum(s.forgeable for s in scores) / n if n else 0.0
     summary["forgeable_passes"] = sum(bool(s.forgeable and s.passed) for s in scores)
     return summary

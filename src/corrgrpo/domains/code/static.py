@@ -42,15 +42,22 @@ def build_program(preamble: str, code: str, test: str = "", entry_point: str = "
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
-def compiles(source: str) -> bool:
-    """Whether ``source`` compiles (catches e.g. a misplaced ``from __future__`` import)."""
+def compile_error(source: str, filename: str = "<program>") -> str | None:
+    """Why ``source`` does not compile (``"SyntaxError: ... (line N)"``), or None if it does."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            compile(source, "<program>", "exec", dont_inherit=True)
-        except _PARSE_ERRORS:
-            return False
-    return True
+            compile(source, filename, "exec", dont_inherit=True)
+        except SyntaxError as err:
+            return f"{type(err).__name__}: {err.msg} (line {err.lineno})"
+        except _PARSE_ERRORS as err:
+            return f"{type(err).__name__}: {err}"[:200]
+    return None
+
+
+def compiles(source: str) -> bool:
+    """Whether ``source`` compiles (catches e.g. a misplaced ``from __future__`` import)."""
+    return compile_error(source) is None
 
 
 def ast_structure(code: str) -> tuple[str, ...] | None:
