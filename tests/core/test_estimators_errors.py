@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import corrgrpo
+from corrgrpo.estimators import registry
 
 
 @pytest.mark.parametrize(
@@ -58,7 +59,10 @@ def test_string_uids_and_ragged_groups() -> None:
     torch.testing.assert_close(out, corrgrpo.compute_advantages(r, group_index=ids))
 
 
-def test_register_custom_estimator() -> None:
+def test_register_custom_estimator(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a private copy of the registry, so the names registered here do not leak into other tests
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
     @corrgrpo.register_estimator("test_total_only")
     def total_only(rewards, groups, weights, *, eps=None, ddof=1, stats=None, scale: float = 1.0):  # type: ignore[no-untyped-def]
         return (rewards * weights).sum(1) * scale
