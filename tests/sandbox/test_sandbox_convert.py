@@ -223,14 +223,18 @@ def test_judge_never_passes_on_garbage_or_missing_results() -> None:
         program="", entry_point="f", calls=[CallTest("candidate()", 1), CallTest("candidate(2)", 2)]
     )
     summary = {"status": 0, "cpu": 0.01, "wall": 0.02, "killed": None}
-    garbage = b'{"k": "call", "i": 0, "ok": 1, "v": 1}\nnot json\n{"k": "call", "i": 1, "ok": 1, "v": {"t": "bogus"}}\n{"k": "done"}\n'
+    garbage = b'{"k": "start"}\n{"k": "call", "i": 0, "ok": 1, "v": 1}\nnot json\n{"k": "call", "i": 1, "ok": 1, "v": {"t": "bogus"}}\n{"k": "done"}\n'
     result = judge(request, RawRun(b"passed\n", b"", garbage, summary, True))
     assert (
         result.status == "runtime_error" and result.calls[0].passed and not result.calls[1].passed
     )
-    nothing = judge(request, RawRun(b"All tests passed", b"", b"", summary, True))
+    nothing = judge(request, RawRun(b"All tests passed", b"", b'{"k": "start"}\n', summary, True))
     assert nothing.status == "runtime_error" and not nothing.passed
-    duplicate = b'{"k": "call", "i": 0, "ok": 1, "v": 5}\n{"k": "call", "i": 0, "ok": 1, "v": 1}\n{"k": "call", "i": 1, "ok": 1, "v": 2}\n'
+    never_started = judge(request, RawRun(b"All tests passed", b"", b"", summary, True))
+    assert never_started.status == "harness_error" and "before the program started" in (
+        never_started.detail
+    )
+    duplicate = b'{"k": "start"}\n{"k": "call", "i": 0, "ok": 1, "v": 5}\n{"k": "call", "i": 0, "ok": 1, "v": 1}\n{"k": "call", "i": 1, "ok": 1, "v": 2}\n'
     assert (
         judge(request, RawRun(b"", b"", duplicate, summary, True)).status == "wrong_answer"
     )  # first record counts

@@ -1,13 +1,21 @@
 """Code that runs inside the sandbox, after isolation is in place: execute and report.
 
 Everything here runs next to untrusted code, so nothing here decides a verdict: it only reports
-what happened as JSON lines on the result descriptor. Records (``k`` is the kind):
+what happened as JSON lines (:class:`corrgrpo.sandbox.protocol.Record`) on the result
+descriptor. Kinds (``k``):
 
+- ``{"k": "start"}``: the program is about to run (a ``setup`` record after it is ignored);
 - ``{"k": "syntax", "m": ...}``: the program does not compile;
 - ``{"k": "error", "where": "program"|"entry_point"|"test", "e": type, "m": message}``;
-- ``{"k": "call", "i": index, "ok": 1, "v": tagged}`` / ``{"k": "call", "i": index, "ok": 0, "e": ..., "m": ...}``;
-- ``{"k": "assert", "ok": 1}`` / ``{"k": "assert", "ok": 0, "e": ..., "m": ...}`` (forgeable mode);
+- ``{"k": "call", "i": index, "ok": 1, "v": tagged, "t": cpu}`` /
+  ``{"k": "call", "i": index, "ok": 0, "e": ..., "m": ..., "t": cpu}``;
+- ``{"k": "assert", "ok": 1}`` / ``{"k": "assert", "ok": 0, "e": ..., "m": ...}`` (forgeable);
 - ``{"k": "done"}``.
+
+The program runs as a real module: a ``types.ModuleType`` registered in ``sys.modules`` under
+its ``__name__`` (``__main__`` for stdin/stdout programs, ``solution`` otherwise), so
+dataclasses, pickling of its own classes, the enum functional API, ``typing.get_type_hints``
+and ``inspect.getmodule`` behave as in a normal run.
 """
 
 from __future__ import annotations
@@ -15,15 +23,28 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import signal
 import sys
+import time
+import types
 from typing import Any
 
+from corrgrpo.sandbox.protocol import CALL_TIMEOUT_ERROR, CallSpec, Record, RunBody
 from corrgrpo.sandbox.values import encode_value
 
 _MESSAGE_LIMIT = 2000
 _MEMORY_RECORD = (
     b'{"k": "error", "where": "report", "e": "MemoryError", "m": "out of memory while reporting"}\n'
 )
+MODULE_NAME = "solution"
+
+
+class CallTimeLimitExceeded(BaseException):  # noqa: N818 - the name users see in results
+    """Raised in a call that used up its CPU limit (a BaseException: ``except Exception`` in
+    the program does not swallow it)."""
+
+
+assert CallTimeLimitExceeded.__name__ == CALL_TIMEOUT_ERROR
 
 
 def _describe(error: BaseException) -> tuple[str, str]:
@@ -37,38 +58,38 @@ def _describe(error: BaseException) -> tuple[str, str]:
     return name[:200], text[:_MESSAGE_LIMIT]
 
 
-class _Reporter:
+def _encode_record(record: Record) -> bytes:
+    try:
+        return (json.dumps(record, allow_nan=True) + "\n").encode("utf-8", "backslashreplace")
+    except MemoryError:
+        return _MEMORY_RECORD
+    except (ValueError, TypeError, RecursionError) as error:
+        name, text = _describe(error)
+        fallback: Record = {
+            "k": record.get("k", "error"),
+            "i": record.get("i"),
+            "ok": 0,
+            "e": "UnreportableResult",
+            "m": f"{name}: {text}",
+        }
+        return (json.dumps(fallback) + "\n").encode()
+
+
+class Reporter:
+    """Writes records on the result descriptor."""
+
     def __init__(self, fd: int) -> None:
         self.fd = fd
 
-    def emit(self, record: dict[str, Any]) -> None:
-        try:
-            data = (json.dumps(record, allow_nan=True) + "\n").encode("utf-8", "backslashreplace")
-        except MemoryError:
-            data = _MEMORY_RECORD
-        except (ValueError, TypeError, RecursionError) as error:
-            name, text = _describe(error)
-            index = record.get("i")
-            data = (
-                json.dumps(
-                    {
-                        "k": record.get("k", "error"),
-                        "i": index,
-                        "ok": 0,
-                        "e": "UnreportableResult",
-                        "m": f"{name}: {text}",
-                    }
-                )
-                + "\n"
-            ).encode()
-        view = memoryview(data)
+    def emit(self, record: Record) -> None:
+        view = memoryview(_encode_record(record))
         while view:
             written = os.write(self.fd, view)
             view = view[written:]
 
-    def error(self, where: str, error: BaseException, **extra: Any) -> None:
+    def error(self, where: str, error: BaseException) -> None:
         name, text = _describe(error)
-        self.emit({"k": "error", "where": where, "e": name, "m": text, **extra})
+        self.emit({"k": "error", "where": where, "e": name, "m": text})
 
 
 def _flush_streams() -> None:
@@ -80,39 +101,54 @@ def _flush_streams() -> None:
             continue
 
 
-def run(body: dict[str, Any], result_fd: int) -> None:
-    """Execute the request body; report through ``result_fd``."""
-    report = _Reporter(result_fd)
-    mode = body["mode"]
+def new_module(mode: str) -> types.ModuleType:
+    """The module the program runs in, registered in ``sys.modules`` under its name."""
+    name = "__main__" if mode == "stdio" else MODULE_NAME
+    module = types.ModuleType(name)
+    module.__dict__["__builtins__"] = builtins
+    sys.modules[name] = module
+    return module
+
+
+def _execute_program(body: RunBody, module: types.ModuleType, report: Reporter) -> bool:
+    """Compile and run the program in ``module``; False when it did not finish normally."""
     try:
         code = compile(body["program"], "<solution>", "exec")
     except SyntaxError as error:
         report.emit({"k": "syntax", "m": f"{error.msg} (line {error.lineno})"})
-        return
+        return False
     except (ValueError, MemoryError, RecursionError, OverflowError) as error:
         name, text = _describe(error)
         report.emit({"k": "syntax", "m": f"{name}: {text}"})
-        return
-    namespace: dict[str, Any] = {
-        "__name__": "__main__" if mode == "stdio" else "solution",
-        "__builtins__": builtins,
-    }
+        return False
     try:
-        exec(code, namespace)
+        exec(code, module.__dict__)
     except SystemExit as error:
-        if mode != "stdio" or error.code not in (None, 0):
+        if body["mode"] != "stdio" or error.code not in (None, 0):
             report.error("program", error)
-            return
+            return False
     except BaseException as error:
         report.error("program", error)
-        return
+        return False
     finally:
         _flush_streams()
+    return True
+
+
+def run(body: RunBody, result_fd: int) -> None:
+    """Execute the request body; report through ``result_fd``."""
+    report = Reporter(result_fd)
+    report.emit({"k": "start"})
+    mode = body["mode"]
+    module = new_module(mode)
+    if not _execute_program(body, module, report):
+        return
     if mode == "stdio":
         report.emit({"k": "done"})
         return
+    namespace = module.__dict__
     try:
-        candidate = eval(body["entry_point"], namespace)
+        candidate = eval(str(body["entry_point"]), namespace)
     except BaseException as error:
         report.error("entry_point", error)
         return
@@ -125,7 +161,7 @@ def run(body: dict[str, Any], result_fd: int) -> None:
 
 
 def _run_assert(
-    test_source: str, namespace: dict[str, Any], candidate: Any, report: _Reporter
+    test_source: str, namespace: dict[str, Any], candidate: Any, report: Reporter
 ) -> None:
     try:
         exec(compile(test_source, "<test>", "exec"), namespace)
@@ -145,16 +181,61 @@ def _run_assert(
     report.emit({"k": "assert", "ok": 1})
 
 
+class _CallTimer:
+    """A CPU-time alarm for one call.
+
+    ITIMER_PROF counts this process's user + system CPU time, the clock of the limit. After the
+    first expiry it fires again every few milliseconds, so a program that catches the exception
+    is interrupted again; the whole-run limit stays the backstop.
+    """
+
+    armed = False
+
+    @classmethod
+    def on_signal(cls, signum: int, frame: object) -> None:
+        if cls.armed:
+            raise CallTimeLimitExceeded("the call used up its CPU time limit")
+
+    @classmethod
+    def start(cls, limit: float | None) -> None:
+        if limit:
+            cls.armed = True
+            signal.setitimer(signal.ITIMER_PROF, limit, 0.005)
+
+    @classmethod
+    def stop(cls) -> None:
+        if cls.armed:
+            cls.armed = False
+            signal.setitimer(signal.ITIMER_PROF, 0.0)
+
+
+def _run_one_call(
+    index: int, spec: CallSpec, namespace: dict[str, Any], report: Reporter
+) -> None:
+    source, adapter, limit = spec
+    started = time.process_time()
+    try:
+        code = compile(source, f"<call {index}>", "eval")
+        _CallTimer.start(limit)
+        try:
+            value = eval(code, namespace)
+        finally:
+            _CallTimer.stop()
+        used = time.process_time() - started
+        tagged = encode_value(value, adapter)
+    except BaseException as error:
+        _CallTimer.stop()
+        name, text = _describe(error)
+        used = time.process_time() - started
+        report.emit({"k": "call", "i": index, "ok": 0, "e": name, "m": text, "t": used})
+        return
+    report.emit({"k": "call", "i": index, "ok": 1, "v": tagged, "t": used})
+
+
 def _run_calls(
-    calls: list[list[Any]], namespace: dict[str, Any], candidate: Any, report: _Reporter
+    calls: list[CallSpec], namespace: dict[str, Any], candidate: Any, report: Reporter
 ) -> None:
     namespace["candidate"] = candidate
-    for index, (source, adapter) in enumerate(calls):
-        try:
-            value = eval(compile(source, f"<call {index}>", "eval"), namespace)
-            tagged = encode_value(value, adapter)
-        except BaseException as error:
-            name, text = _describe(error)
-            report.emit({"k": "call", "i": index, "ok": 0, "e": name, "m": text})
-            continue
-        report.emit({"k": "call", "i": index, "ok": 1, "v": tagged})
+    signal.signal(signal.SIGPROF, _CallTimer.on_signal)
+    for index, spec in enumerate(calls):
+        _run_one_call(index, spec, namespace, report)

@@ -18,6 +18,7 @@ import gc
 import json
 import math
 import os
+import random
 import resource
 import select
 import shutil
@@ -27,10 +28,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
+from corrgrpo.sandbox import _harness
 from corrgrpo.sandbox import _syscalls as sc
 from corrgrpo.sandbox.cgroups import WorkerCgroups
+from corrgrpo.sandbox.isolation import setup_run_mounts, setup_worker_namespaces
+from corrgrpo.sandbox.protocol import SETUP_FAILURE_EXIT, RunBody, RunHeader
 
 PRELOADED_MODULES = (
     "typing",
@@ -121,6 +125,7 @@ class Worker:
         # Opened now: the worker's own view of /sys is hidden once its namespaces are set up.
         self.cgroups = WorkerCgroups(config["cgroups"]) if config.get("cgroups") else None
         self._reaped = False  # whether the current run's process has been waited for
+        self.tmp_binds: list[str] = []  # exposed paths under /tmp, bound again in every run
 
     # -- framing ---------------------------------------------------------------------------
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
@@ -190,12 +195,7 @@ class Worker:
             child = sc.clone_process(flags)
             if child == 0:
                 _child_main(
-                    header,
-                    bytes(memoryview(self.body)[:body_len]),
-                    (out_w, err_w, res_w),
-                    self.isolated,
-                    self.cgroups,
-                    self.user_namespace,
+                    self, header, bytes(memoryview(self.body)[:body_len]), (out_w, err_w, res_w)
                 )
             for fd in (out_w, err_w, res_w):
                 os.close(fd)
@@ -353,95 +353,141 @@ def _run_uid() -> int:
 
 
 def _child_main(
-    header: dict[str, Any],
-    body_raw: bytes,
-    fds: tuple[int, int, int],
-    isolated: bool,
-    cgroups: WorkerCgroups | None,
-    user_namespace: bool = False,
-) -> None:
+    worker: Worker, header: RunHeader, body_raw: bytes, fds: tuple[int, int, int]
+) -> NoReturn:
     """The sandboxed process (PID 1 of its namespace when isolated). Never returns."""
+    isolated = worker.isolated
     try:
         sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if cgroups is not None:
-            cgroups.join()
-        body = json.loads(body_raw)
+        if worker.cgroups is not None:
+            worker.cgroups.join()
+        body: RunBody = json.loads(body_raw)
         del body_raw
         if isolated:
-            from corrgrpo.sandbox.isolation import setup_run_mounts
-
-            setup_run_mounts()
+            setup_run_mounts(worker.tmp_binds)
         # Own session and process group: kill(0, ...) or killpg from the program must not reach
         # the worker or the pool (process groups are not confined by the PID namespace).
         os.setsid()
-        stdin_fd = os.memfd_create("stdin")
-        stdin_text = (body.get("stdin") or "").encode()
-        _write_all(stdin_fd, stdin_text)
-        os.lseek(stdin_fd, 0, os.SEEK_SET)
-        out_w, err_w, res_w = fds
-        os.dup2(stdin_fd, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        os.dup2(res_w, 3)
-        os.closerange(4, 1 << 16)
-        cpu_soft = math.ceil(float(header["cpu"])) + 1
-        limits = {
-            resource.RLIMIT_AS: header["mem"],
-            resource.RLIMIT_CPU: (cpu_soft, cpu_soft + 1),
-            resource.RLIMIT_FSIZE: header["fsize"],
-            resource.RLIMIT_NOFILE: header["nofile"],
-            resource.RLIMIT_CORE: 0,
-            resource.RLIMIT_MEMLOCK: 0,
-            resource.RLIMIT_MSGQUEUE: 0,
-        }
-        if isolated or os.geteuid() == 0:
-            # Counted per uid: only meaningful for the run's own uid, not a shared login uid.
-            limits[resource.RLIMIT_NPROC] = header["nproc"]
-        for which, value in limits.items():
-            pair = value if isinstance(value, tuple) else (value, value)
-            resource.setrlimit(which, pair)
-        if user_namespace and isolated:
-            # uid 0 is the only uid here (the caller's uid on the host), so no fresh uid per run:
-            # a nested user namespace per run gives fresh per-user kernel state (keyrings)
-            # instead and locks the worker's mounts; then every capability goes.
-            sc.enter_user_namespace(0, 0)
-            sc.drop_all_capabilities()
-        elif os.geteuid() == 0:
-            # A fresh uid per run: per-user kernel state (keyrings, process counts) is not
-            # shared with any other run.
-            uid = _run_uid()
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-        sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
-        sc.install_seccomp_filter()  # after no_new_privs, which an unprivileged filter needs
-        # Changing credentials cleared the parent-death signal: arm it again so the run dies
-        # with its worker even if the worker itself is killed.
-        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if isolated:
-            os.chdir("/tmp")
-        else:
-            os.chdir(header["scratch"])
-        os.environ.clear()
-        os.environ.update(
-            {
-                "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "HOME": "/tmp",
-                "LANG": "C.UTF-8",
-                "TMPDIR": os.getcwd(),
-            }
-        )
-        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(number, signal.SIG_DFL)
-        import random
-
-        random.seed()  # the raw clone skipped the at-fork reseed
-        from corrgrpo.sandbox import _harness
-
+        _install_descriptors(body, fds)
+        _apply_rlimits(header, isolated)
+        _drop_privileges(worker.user_namespace and isolated, isolated)
+        _reset_process_state(header, isolated)
+    except BaseException as error:
+        _report_setup_failure(fds[2], error)
+        os._exit(SETUP_FAILURE_EXIT)
+    try:
         _harness.run(body, 3)
         os._exit(0)
     except BaseException:
-        os._exit(70)
+        os._exit(SETUP_FAILURE_EXIT)
+
+
+def _report_setup_failure(result_fd: int, error: BaseException) -> None:
+    """Tell the judge why the run could not start (before ``start``: the program never ran)."""
+    record = {"k": "setup", "m": f"{type(error).__name__}: {error}"[:500]}
+    for fd in (result_fd, 3):  # fd 3 once the descriptors are in place
+        try:
+            _write_all(fd, (json.dumps(record) + "\n").encode())
+            return
+        except OSError:
+            continue
+
+
+def _install_descriptors(body: RunBody, fds: tuple[int, int, int]) -> None:
+    """stdin from a memfd holding the request's input; stdout, stderr, results on 1, 2, 3."""
+    stdin_fd = os.memfd_create("stdin")
+    _write_all(stdin_fd, (body.get("stdin") or "").encode())
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    out_w, err_w, res_w = fds
+    os.dup2(stdin_fd, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    os.dup2(res_w, 3)
+    os.closerange(4, 1 << 16)
+
+
+def _apply_rlimits(header: RunHeader, isolated: bool) -> None:
+    cpu_soft = math.ceil(float(header["cpu"])) + 1
+    limits: dict[int, tuple[int, int]] = {
+        resource.RLIMIT_AS: (header["mem"], header["mem"]),
+        resource.RLIMIT_CPU: (cpu_soft, cpu_soft + 1),
+        resource.RLIMIT_FSIZE: (header["fsize"], header["fsize"]),
+        resource.RLIMIT_NOFILE: (header["nofile"], header["nofile"]),
+        resource.RLIMIT_CORE: (0, 0),
+        resource.RLIMIT_MEMLOCK: (0, 0),
+        resource.RLIMIT_MSGQUEUE: (0, 0),
+    }
+    if isolated or os.geteuid() == 0:
+        # Counted per uid: only meaningful for the run's own uid, not a shared login uid.
+        limits[resource.RLIMIT_NPROC] = (header["nproc"], header["nproc"])
+    for which, pair in limits.items():
+        resource.setrlimit(which, pair)
+
+
+def _keep_import_path_reachable() -> None:
+    """Rlimits-only mode as root: keep the import path usable after the switch to a fresh uid.
+
+    The interpreter often lives under a directory other users cannot enter (``/root/.pyenv``);
+    a directory opened now stays reachable through ``/proc/self/fd/N``, which checks no
+    permission on its ancestors, so ``hashlib`` and the rest of the standard library import
+    as in the other modes.
+    """
+    for position, entry in enumerate(sys.path):
+        if entry and os.path.isdir(entry) and not _world_searchable(entry):
+            fd = os.open(entry, os.O_PATH | os.O_DIRECTORY)
+            sys.path[position] = f"/proc/self/fd/{fd}"
+
+
+def _world_searchable(directory: str) -> bool:
+    """Can any user walk down to ``directory`` (every ancestor has the others' x bit)?"""
+    path = os.path.realpath(directory)
+    while True:
+        if not os.stat(path).st_mode & 0o001:
+            return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
+
+
+def _drop_privileges(in_user_namespace: bool, isolated: bool) -> None:
+    if in_user_namespace:
+        # uid 0 is the only uid here (the caller's uid on the host), so no fresh uid per run:
+        # a nested user namespace per run gives fresh per-user kernel state (keyrings)
+        # instead and locks the worker's mounts; then every capability goes.
+        sc.enter_user_namespace(0, 0)
+        sc.drop_all_capabilities()
+    elif os.geteuid() == 0:
+        if not isolated:
+            _keep_import_path_reachable()
+        # A fresh uid per run: per-user kernel state (keyrings, process counts) is not
+        # shared with any other run.
+        uid = _run_uid()
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+    sc.install_seccomp_filter()  # after no_new_privs, which an unprivileged filter needs
+    # Changing credentials cleared the parent-death signal: arm it again so the run dies
+    # with its worker even if the worker itself is killed.
+    sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _reset_process_state(header: RunHeader, isolated: bool) -> None:
+    """Working directory, environment, signal dispositions and randomness of a fresh run."""
+    os.chdir("/tmp" if isolated else header["scratch"])
+    os.environ.clear()
+    os.environ.update(
+        {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/tmp",
+            "LANG": "C.UTF-8",
+            "TMPDIR": os.getcwd(),
+        }
+    )
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(number, signal.SIG_DFL)
+    random.seed()  # the raw clone skipped the at-fork reseed
 
 
 def main(argv: list[str]) -> int:
@@ -453,13 +499,11 @@ def main(argv: list[str]) -> int:
         for name in PRELOADED_MODULES:
             __import__(name)
         if config["isolation"] == "namespaces":
-            from corrgrpo.sandbox.isolation import setup_worker_namespaces
-
             if config.get("user_namespace"):
                 sc.enter_user_namespace(config["outer_uid"], config["outer_gid"])
                 ready["user_namespace"] = True
 
-            setup_worker_namespaces(
+            worker.tmp_binds = setup_worker_namespaces(
                 exposed_paths=config["exposed_paths"], hidden_paths=config["hidden_paths"]
             )
             ready["isolated"] = True

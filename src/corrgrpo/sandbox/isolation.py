@@ -123,8 +123,8 @@ def plan_filesystem_view(
     return steps, links
 
 
-def _make_mountpoint(source: str, target: str) -> None:
-    if os.path.isdir(source):
+def _make_mountpoint(is_directory: bool, target: str) -> None:
+    if is_directory:
         os.makedirs(target, exist_ok=True)
     else:
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -132,28 +132,73 @@ def _make_mountpoint(source: str, target: str) -> None:
             open(target, "w").close()
 
 
-def setup_worker_namespaces(exposed_paths: Iterable[str], hidden_paths: Iterable[str]) -> None:
-    """Enter the worker's namespaces and switch to the read-only, allowlisted root."""
+def _open_sources(paths: Iterable[str]) -> dict[str, int]:
+    """``O_PATH`` descriptors of bind sources, opened while the host tree is still in view.
+
+    A tmpfs laid over ``/tmp`` afterwards would hide a source that lives there (a checkout or
+    virtual environment under ``/tmp``); a bind from ``/proc/self/fd/N`` still reaches it.
+    """
+    return {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in paths}
+
+
+def _bind_from(fd: int, is_directory: bool, target: str) -> None:
+    _make_mountpoint(is_directory, target)
+    sc.mount(f"/proc/self/fd/{fd}", target, None, sc.MS_BIND | sc.MS_REC)
+
+
+def binds_under(steps: list[tuple[str, str]], directory: str) -> list[str]:
+    """The bind steps at or below ``directory`` (a run's fresh tmpfs there would hide them)."""
+    return [path for kind, path in steps if kind == "bind" and _is_under(path, directory)]
+
+
+def setup_worker_namespaces(
+    exposed_paths: Iterable[str], hidden_paths: Iterable[str]
+) -> list[str]:
+    """Enter the worker's namespaces and switch to the read-only, allowlisted root.
+
+    Returns the exposed paths under ``/tmp``, which each run binds again over its own ``/tmp``.
+    """
     steps, links = plan_filesystem_view(exposed_paths, hidden_paths)
     sc.unshare(sc.CLONE_NEWNS | sc.CLONE_NEWNET | sc.CLONE_NEWUTS | sc.CLONE_NEWIPC)
     sc.sethostname("sandbox")
     sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
-    # The new root is built on a tmpfs over /tmp (in this mount namespace only); the host tree
-    # stays in place until the switch, so every bind reads straight from it.
-    root = "/tmp"
-    sc.mount("tmpfs", root, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, _ROOT_OPTIONS)
-    for kind, path in steps:
-        target = root + path
-        if kind == "bind":
-            _make_mountpoint(path, target)
-            sc.mount(path, target, None, sc.MS_BIND | sc.MS_REC)
-        elif os.path.isdir(target):
-            sc.mount("tmpfs", target, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=1m,mode=755")
+    # Opened in the new mount namespace (a bind source must belong to it).
+    sources = _open_sources(path for kind, path in steps if kind == "bind")
+    try:
+        # The new root is built on a tmpfs over /tmp (in this mount namespace only); binds come
+        # from descriptors opened above, so sources under /tmp stay reachable.
+        root = "/tmp"
+        sc.mount("tmpfs", root, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, _ROOT_OPTIONS)
+        for kind, path in steps:
+            if kind == "bind":
+                _bind_from(sources[path], os.path.isdir(f"/proc/self/fd/{sources[path]}"),
+                           root + path)
+            elif os.path.isdir(root + path):
+                sc.mount("tmpfs", root + path, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV,
+                         "size=1m,mode=755")
+    finally:
+        for fd in sources.values():
+            os.close(fd)
+    _populate_root(root, links)
+    sc.switch_root(root)
+    sc.make_tree_readonly("/")
+    for name in _present_devices():  # the only mounts where device nodes may be opened
+        sc.mount(
+            None, f"/dev/{name}", None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | sc.MS_NOSUID
+        )
+    return binds_under(steps, "/tmp")
+
+
+def _present_devices() -> list[str]:
+    return [name for name in DEVICES if os.path.exists(f"/dev/{name}")]
+
+
+def _populate_root(root: str, links: dict[str, str]) -> None:
+    """A minimal /dev, the host's /proc (for CPU accounting), an empty /tmp, then the links."""
     # A minimal /dev: the host's device nodes (disks, kmsg, ttys) stay out of sight.
     os.makedirs(root + "/dev", exist_ok=True)
     sc.mount("tmpfs", root + "/dev", "tmpfs", sc.MS_NOSUID, "size=1m,mode=755")
-    devices = [name for name in DEVICES if os.path.exists(f"/dev/{name}")]
-    for name in devices:
+    for name in _present_devices():
         open(f"{root}/dev/{name}", "w").close()
         sc.mount(f"/dev/{name}", f"{root}/dev/{name}", None, sc.MS_BIND)
     os.mkdir(root + "/dev/shm", 0o1777)
@@ -173,17 +218,22 @@ def setup_worker_namespaces(exposed_paths: Iterable[str], hidden_paths: Iterable
     for link, target in links.items():
         os.makedirs(os.path.dirname(root + link), exist_ok=True)
         os.symlink(target, root + link)
-    sc.switch_root(root)
-    sc.make_tree_readonly("/")
-    for name in devices:  # the only mounts where device nodes may be opened
-        sc.mount(
-            None, f"/dev/{name}", None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | sc.MS_NOSUID
-        )
 
 
-def setup_run_mounts() -> None:
-    """In the run's PID 1 (fresh PID, mount and IPC namespaces): scratch space and /proc."""
-    sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, TMPFS_OPTIONS)
+def setup_run_mounts(tmp_binds: Iterable[str] = ()) -> None:
+    """In the run's PID 1 (fresh PID, mount and IPC namespaces): scratch space and /proc.
+
+    ``tmp_binds`` (exposed paths under ``/tmp``) are bound again, read-only as in the worker,
+    over the run's fresh ``/tmp``.
+    """
+    sources = _open_sources(tmp_binds)
+    try:
+        sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, TMPFS_OPTIONS)
+        for path, fd in sources.items():
+            _bind_from(fd, os.path.isdir(f"/proc/self/fd/{fd}"), path)
+    finally:
+        for fd in sources.values():
+            os.close(fd)
     if os.path.isdir("/dev/shm"):
         sc.mount("tmpfs", "/dev/shm", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, TMPFS_OPTIONS)
     # A /proc that lists only this run's processes. In a user namespace the kernel refuses

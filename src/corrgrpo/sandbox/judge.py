@@ -15,7 +15,15 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from corrgrpo.sandbox.requests import CallOutcome, CallTest, ExecutionRequest, ExecutionResult
+from corrgrpo.sandbox.protocol import CALL_TIMEOUT_ERROR, SETUP_FAILURE_EXIT, Record, RunSummary
+from corrgrpo.sandbox.requests import (
+    DETAIL_LIMIT,
+    CallOutcome,
+    CallTest,
+    ExecutionRequest,
+    ExecutionResult,
+    Status,
+)
 from corrgrpo.sandbox.values import DecodeError, Opaque, decode_value, values_equal
 
 
@@ -26,12 +34,12 @@ class RawRun:
     stdout: bytes
     stderr: bytes
     records: bytes
-    summary: dict[str, Any]
+    summary: RunSummary
     isolated: bool
 
 
-def _parse_records(raw: bytes) -> list[dict[str, Any]]:
-    records = []
+def _parse_records(raw: bytes) -> list[Record]:
+    records: list[Record] = []
     for line in raw.split(b"\n"):
         if not line.strip():
             continue
@@ -40,8 +48,19 @@ def _parse_records(raw: bytes) -> list[dict[str, Any]]:
         except (ValueError, RecursionError):
             continue  # garbage written by the program: ignored, never a pass
         if isinstance(record, dict) and isinstance(record.get("k"), str):
-            records.append(record)
+            records.append(record)  # type: ignore[arg-type]  # checked: a dict with a kind
     return records
+
+
+def _split_at_start(records: list[Record]) -> tuple[list[Record], list[Record]] | None:
+    """Records written before and after the harness's ``start`` (None: it never started).
+
+    Only the sandbox's own setup code can write before ``start``: the program runs after it.
+    """
+    for position, record in enumerate(records):
+        if record["k"] == "start":
+            return records[:position], records[position + 1 :]
+    return None
 
 
 def _apply_transforms(value: Any, test: CallTest) -> Any:
@@ -107,6 +126,31 @@ def outputs_match(actual: str, expected: str) -> bool:
 
 def judge(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
     """Decide the status of one run from the worker's report and the trusted expected values."""
+    result = _base_result(request, raw)
+    summary = raw.summary
+    if summary.get("harness_error"):
+        return _finish(result, "harness_error", f"sandbox failure: {summary['harness_error']}")
+    all_records = _parse_records(raw.records)
+    split = _split_at_start(all_records)
+    records = split[1] if split is not None else []
+    if request.calls is not None:
+        result.calls = _call_outcomes(request, records)
+    limit_status = _limit_verdict(request, result, summary)
+    if limit_status is not None:
+        return _finish(result, *limit_status)
+    if split is None or split[0]:
+        return _finish(result, "harness_error", _setup_failure(result, all_records))
+    failure = _failure_verdict(result, records, summary)
+    if failure is not None:
+        return _finish(result, *failure)
+    if request.mode == "calls":
+        return _judge_calls(result, request)
+    if request.mode == "assert":
+        return _judge_assert(result, records)
+    return _judge_stdio(result, records, request)
+
+
+def _base_result(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
     summary = raw.summary
     result = ExecutionResult(
         status="harness_error",
@@ -125,14 +169,16 @@ def judge(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
             result.exit_code = os.WEXITSTATUS(status_word)
         elif os.WIFSIGNALED(status_word):
             result.signal = os.WTERMSIG(status_word)
-    if isinstance(summary.get("overshoot"), (int, float)):
-        result.kill_overshoot_s = float(summary["overshoot"])
-    if summary.get("harness_error"):
-        result.message = f"sandbox failure: {summary['harness_error']}"
-        return result
-    records = _parse_records(raw.records)
-    if request.calls is not None:
-        result.calls = _call_outcomes(request, records)
+    overshoot = summary.get("overshoot")
+    if isinstance(overshoot, (int, float)):
+        result.kill_overshoot_s = float(overshoot)
+    return result
+
+
+def _limit_verdict(
+    request: ExecutionRequest, result: ExecutionResult, summary: RunSummary
+) -> tuple[Status, str] | None:
+    """A run the worker stopped (time, output, pool gone), or one the CPU rlimit ended."""
     killed = summary.get("killed")
     if (
         killed in ("cpu", "wall")
@@ -143,72 +189,125 @@ def judge(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
             and result.cpu_time_s >= request.cpu_time_limit_s
         )
     ):
-        limit = (
-            f"{request.cpu_time_limit_s:g} s CPU"
-            if killed != "wall"
-            else f"{request.wall_limit:g} s wall-clock backstop"
+        if killed == "wall":
+            return "timeout", f"time limit exceeded ({request.wall_limit:g} s wall-clock backstop)"
+        return "timeout", (
+            f"time limit exceeded ({request.cpu_time_limit_s:g} s CPU for the whole run; "
+            f"used {result.cpu_time_s:.3g} s)"
         )
-        return _finish(result, "timeout", f"time limit exceeded ({limit})")
     if killed in ("output", "result_size"):
-        return _finish(result, "output_limit", f"output over the limit ({killed})")
+        which = "stdout/stderr" if killed == "output" else "result channel"
+        return "output_limit", f"output over the limit ({which}); the run was stopped"
     if killed == "pool_gone":
-        return _finish(result, "harness_error", "the pool closed during the run")
+        return "harness_error", "the pool closed during the run"
+    return None
+
+
+def _setup_failure(result: ExecutionResult, records: list[Record]) -> str:
+    reasons = [str(r.get("m", "")) for r in records if r["k"] == "setup"]
+    if reasons:
+        return f"sandbox setup failed: {reasons[0]}"
+    how = _exit_words(result)
+    if result.exit_code == SETUP_FAILURE_EXIT:
+        return f"sandbox setup failed ({how})"
+    return f"the run ended before the program started ({how})"
+
+
+def _exit_words(result: ExecutionResult) -> str:
+    if result.signal is not None:
+        return f"killed by signal {_signal_name(result.signal)}"
+    return f"exit code {result.exit_code}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def _failure_verdict(
+    result: ExecutionResult, records: list[Record], summary: RunSummary
+) -> tuple[Status, str] | None:
+    """Syntax errors, memory, signals and exceptions of the program itself, in that order."""
     first = records[0] if records else None
     if first is not None and first["k"] == "syntax":
-        return _finish(result, "syntax_error", str(first.get("m", ""))[:500])
-    errors = [r for r in records if r["k"] == "error"] + [
-        r for r in records if r["k"] == "call" and not r.get("ok")
-    ]
-    if summary.get("oom_kills") or any(r.get("e") == "MemoryError" for r in errors):
-        return _finish(result, "memory", "memory limit exceeded (MemoryError)")
+        return "syntax_error", f"syntax error: {first.get('m', '')}"
+    errors = [r for r in records if r["k"] == "error"]
+    failed_calls = [r for r in records if r["k"] == "call" and not r.get("ok")]
+    if summary.get("oom_kills"):
+        return "memory", "memory limit exceeded (killed by the memory cgroup)"
+    if any(r.get("e") == "MemoryError" for r in errors + failed_calls):
+        return "memory", "memory limit exceeded (MemoryError)"
     if result.signal is not None:
-        name = (
-            signal.Signals(result.signal).name
-            if result.signal in signal.Signals._value2member_map_
-            else str(result.signal)
-        )
-        return _finish(result, "crash", f"killed by signal {name}")
-    program_errors = [r for r in records if r["k"] == "error"]
-    if program_errors:
-        error = program_errors[0]
+        return "crash", f"the program was killed by signal {_signal_name(result.signal)}"
+    if errors:
+        error = errors[0]
+        where, name, text = error.get("where", "program"), error.get("e"), error.get("m", "")
+        return "runtime_error", f"{where}: {name}: {text}"
+    return None
+
+
+def _judge_assert(result: ExecutionResult, records: list[Record]) -> ExecutionResult:
+    verdicts = [r for r in records if r["k"] == "assert"]
+    if not verdicts:
         return _finish(
-            result,
-            "runtime_error",
-            f"{error.get('where', 'program')}: {error.get('e')}: {str(error.get('m', ''))[:300]}",
+            result, "runtime_error", f"no verdict reported ({_exit_words(result)})"
         )
-    if request.mode == "calls":
-        return _judge_calls(result)
-    if request.mode == "assert":
-        verdicts = [r for r in records if r["k"] == "assert"]
-        if not verdicts:
-            return _finish(
-                result, "runtime_error", f"no verdict reported (exit code {result.exit_code})"
-            )
-        if verdicts[0].get("ok") == 1:
-            return _finish(
-                result, "passed", "check() passed (forgeable: judged inside the sandbox)"
-            )
-        return _finish(
-            result, "wrong_answer", f"assertion failed: {str(verdicts[0].get('m', ''))[:300]}"
-        )
+    if verdicts[0].get("ok") == 1:
+        return _finish(result, "passed", "check() passed (forgeable: judged inside the sandbox)")
+    return _finish(result, "wrong_answer", f"assertion failed: {verdicts[0].get('m', '')}")
+
+
+def _judge_stdio(
+    result: ExecutionResult, records: list[Record], request: ExecutionRequest
+) -> ExecutionResult:
     if not any(r["k"] == "done" for r in records):
         return _finish(
-            result,
-            "runtime_error",
-            f"program did not finish normally (exit code {result.exit_code})",
+            result, "runtime_error", f"program did not finish normally ({_exit_words(result)})"
         )
     if outputs_match(result.stdout, request.expected_stdout or ""):
         return _finish(result, "passed", "output matches")
     return _finish(result, "wrong_answer", "output differs from the expected output")
 
 
-def _finish(result: ExecutionResult, status: str, message: str) -> ExecutionResult:
-    result.status = status  # type: ignore[assignment]
-    result.message = message
+def _finish(result: ExecutionResult, status: Status, detail: str) -> ExecutionResult:
+    result.status = status
+    result.detail = detail[:DETAIL_LIMIT]
     return result
 
 
-def _call_outcomes(request: ExecutionRequest, records: list[dict[str, Any]]) -> list[CallOutcome]:
+def _record_outcome(
+    outcome: CallOutcome, record: Record, test: CallTest, request: ExecutionRequest
+) -> None:
+    used = record.get("t")
+    if isinstance(used, (int, float)) and not isinstance(used, bool):
+        outcome.cpu_time_s = float(used)
+    if record.get("ok") != 1:
+        outcome.error_type = str(record.get("e", "Exception"))[:200]
+        outcome.error_message = str(record.get("m", ""))[:2000]
+        if outcome.error_type == CALL_TIMEOUT_ERROR:
+            outcome.status = "timeout"
+        elif outcome.error_type == "MemoryError":
+            outcome.status = "memory"
+        else:
+            outcome.status = "runtime_error"
+        return
+    try:
+        outcome.value = decode_value(record.get("v"))
+    except DecodeError as error:
+        outcome.error_type, outcome.error_message = "UndecodableResult", str(error)
+        outcome.status = "runtime_error"
+        return
+    outcome.returned = True
+    outcome.tagged = record.get("v")
+    outcome.passed = check_call(
+        outcome.value, test, rel_tol=request.float_rel_tol, abs_tol=request.float_abs_tol
+    )
+    outcome.status = "passed" if outcome.passed else "wrong_answer"
+
+
+def _call_outcomes(request: ExecutionRequest, records: list[Record]) -> list[CallOutcome]:
     calls = request.calls or []
     outcomes = [CallOutcome(index=i, call=test.call) for i, test in enumerate(calls)]
     seen: set[int] = set()
@@ -222,47 +321,41 @@ def _call_outcomes(request: ExecutionRequest, records: list[dict[str, Any]]) -> 
         ):
             continue
         seen.add(index)
-        outcome = outcomes[index]
-        if record.get("ok") == 1:
-            try:
-                outcome.value = decode_value(record.get("v"))
-            except DecodeError as error:
-                outcome.error_type, outcome.error_message = "UndecodableResult", str(error)
-                continue
-            outcome.returned = True
-            outcome.tagged = record.get("v")
-            outcome.passed = check_call(
-                outcome.value,
-                calls[index],
-                rel_tol=request.float_rel_tol,
-                abs_tol=request.float_abs_tol,
-            )
-        else:
-            outcome.error_type = str(record.get("e", "Exception"))[:200]
-            outcome.error_message = str(record.get("m", ""))[:2000]
+        _record_outcome(outcomes[index], record, calls[index], request)
     for outcome in outcomes:
         if outcome.index not in seen:
-            outcome.error_type, outcome.error_message = (
-                "MissingResult",
-                "no result reported for this call",
-            )
+            outcome.error_type = "MissingResult"
+            outcome.error_message = "no result reported for this call"
     return outcomes
 
 
-def _judge_calls(result: ExecutionResult) -> ExecutionResult:
+def _judge_calls(result: ExecutionResult, request: ExecutionRequest) -> ExecutionResult:
+    total = len(result.calls)
+    timed_out = [o for o in result.calls if o.status == "timeout"]
+    if timed_out:
+        first = timed_out[0]
+        limit = request.call_limit((request.calls or [])[first.index])
+        return _finish(
+            result,
+            "timeout",
+            f"{len(timed_out)} of {total} calls ran past their CPU limit "
+            f"(first: call {first.index}, limit {limit:g} s)"
+            if limit is not None
+            else f"call {first.index} ran past its CPU limit",
+        )
     failed = [o for o in result.calls if not o.returned]
     if failed:
         first = failed[0]
         return _finish(
             result,
             "runtime_error",
-            f"call {first.index}: {first.error_type}: {(first.error_message or '')[:300]}",
+            f"call {first.index}: {first.error_type}: {first.error_message or ''}",
         )
     wrong = [o for o in result.calls if not o.passed]
     if wrong:
         return _finish(
             result,
             "wrong_answer",
-            f"{len(wrong)} of {len(result.calls)} calls returned a wrong value (first: call {wrong[0].index})",
+            f"{len(wrong)} of {total} calls returned a wrong value (first: call {wrong[0].index})",
         )
-    return _finish(result, "passed", f"all {len(result.calls)} calls passed")
+    return _finish(result, "passed", f"all {total} calls passed")

@@ -174,7 +174,9 @@ class _WorkerProcess:
             "entry_point": request.entry_point,
         }
         if request.calls is not None:
-            body["calls"] = [[test.call, test.adapter] for test in request.calls]
+            body["calls"] = [
+                (test.call, test.adapter, request.call_limit(test)) for test in request.calls
+            ]
         if request.assert_test is not None:
             body["assert_test"] = request.assert_test
         if request.mode == "stdio":

@@ -57,6 +57,8 @@ class CallTest:
     comparison, innermost first, as ``(name, extra_args)`` (from ``tuple(candidate(...))``,
     ``round(candidate(...), 2)``).
     ``adapter`` converts a returned ``ListNode``/``TreeNode`` into node values in the sandbox.
+    ``cpu_limit_s`` caps the CPU time of this call alone (it overrides the request's
+    ``call_cpu_limit_s``); a call over it stops with a ``timeout`` outcome and the next call runs.
     """
 
     call: str
@@ -67,6 +69,7 @@ class CallTest:
     transforms: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     adapter: str | None = None
     source: str = ""
+    cpu_limit_s: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.call, str) or not self.call.strip():
@@ -82,6 +85,14 @@ class CallTest:
         for name, _ in self.transforms:
             if name not in TRANSFORMS:
                 raise ValueError(f"unsupported transform {name!r}; allowed: {TRANSFORMS}")
+        _check_optional_limit("CallTest.cpu_limit_s", self.cpu_limit_s)
+
+
+def _check_optional_limit(name: str, value: float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
 
 
 @dataclass
@@ -93,10 +104,11 @@ class ExecutionRequest:
       sandbox; its verdict is reported as ``forgeable`` (the program can fake it);
     - ``expected_stdout`` (optionally ``stdin``): a stdin/stdout program judged on its full output.
 
-    ``program`` is the complete source (preamble + candidate code). Limits: CPU seconds (the
-    verdict), a wall-clock backstop (default ``4 * cpu + 5``, for sleeping or starved programs),
-    address space, captured output,
-    file size, open files and processes.
+    ``program`` is the complete source (preamble + candidate code). Limits: CPU seconds for the
+    whole run (the verdict), per call in call mode (``call_cpu_limit_s``, or each test's own
+    ``cpu_limit_s``; the whole-run limit stays the backstop), a wall-clock backstop (default
+    ``4 * cpu + 5``, for sleeping or starved programs), address space, captured output, file
+    size, open files and processes.
     """
 
     program: str
@@ -106,6 +118,7 @@ class ExecutionRequest:
     stdin: str | None = None
     expected_stdout: str | None = None
     cpu_time_limit_s: float = DEFAULT_CPU_TIME_LIMIT_S
+    call_cpu_limit_s: float | None = None
     wall_time_limit_s: float | None = None
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES
     output_limit_bytes: int = DEFAULT_OUTPUT_LIMIT_BYTES
@@ -149,6 +162,7 @@ class ExecutionRequest:
                 raise TypeError("calls must be a list of CallTest")
         if not (self.cpu_time_limit_s > 0):
             raise ValueError(f"cpu_time_limit_s must be > 0, got {self.cpu_time_limit_s}")
+        _check_optional_limit("call_cpu_limit_s", self.call_cpu_limit_s)
         if self.wall_time_limit_s is not None and not (self.wall_time_limit_s > 0):
             raise ValueError(f"wall_time_limit_s must be > 0, got {self.wall_time_limit_s}")
         for name in (
@@ -168,10 +182,25 @@ class ExecutionRequest:
             return float(self.wall_time_limit_s)
         return 4.0 * float(self.cpu_time_limit_s) + 5.0
 
+    def call_limit(self, test: CallTest) -> float | None:
+        """The CPU limit of one call: the test's own, else the request's default, else none."""
+        if test.cpu_limit_s is not None:
+            return float(test.cpu_limit_s)
+        return None if self.call_cpu_limit_s is None else float(self.call_cpu_limit_s)
+
+
+CallStatus = Literal["passed", "wrong_answer", "runtime_error", "timeout", "memory", "missing"]
+DETAIL_LIMIT = 500
+
 
 @dataclass
 class CallOutcome:
-    """What one call did: its decoded ``value`` (or ``error_type``/``error_message``) and verdict."""
+    """What one call did: its decoded ``value`` (or ``error_type``/``error_message``) and verdict.
+
+    ``status`` is the call's own category (``timeout`` when it ran past its CPU limit,
+    ``missing`` when the run ended before it reported); ``cpu_time_s`` is the CPU time the call
+    took as measured inside the sandbox (None when it did not report).
+    """
 
     index: int
     call: str
@@ -181,6 +210,8 @@ class CallOutcome:
     error_type: str | None = None
     error_message: str | None = None
     passed: bool = False
+    status: CallStatus = "missing"
+    cpu_time_s: float | None = None
 
 
 @dataclass
@@ -191,7 +222,9 @@ class ExecutionResult:
     (finished with every test passing or only wrong answers: no exception, timeout or memory
     error). ``cpu_time_s`` is the kernel's account of the sandboxed process (user + system).
     ``forgeable`` marks verdicts the program could have faked (assert mode); ``isolated`` is
-    False when the run had rlimits only (no namespaces).
+    False when the run had rlimits only (no namespaces). ``detail`` says why in words (what
+    crashed, timed out, was killed for memory, why the harness failed), at most
+    :data:`DETAIL_LIMIT` characters.
     """
 
     status: Status
@@ -203,11 +236,19 @@ class ExecutionResult:
     wall_time_s: float = 0.0
     forgeable: bool = False
     isolated: bool = True
-    message: str = ""
+    detail: str = ""
     exit_code: int | None = None
     signal: int | None = None
     kill_overshoot_s: float | None = None  # how far past the limit the kill landed (timeouts)
     tag: Any = None
+
+    def __post_init__(self) -> None:
+        self.detail = self.detail[:DETAIL_LIMIT]
+
+    @property
+    def message(self) -> str:
+        """The same text as :attr:`detail` (the older name)."""
+        return self.detail
 
     @property
     def passed(self) -> bool:
@@ -231,10 +272,12 @@ class ExecutionResult:
             "calls": [
                 {
                     "call": outcome.call,
+                    "status": outcome.status,
                     "passed": outcome.passed,
                     "value": repr(outcome.value) if outcome.returned else None,
                     "error": outcome.error_type,
                     "message": outcome.error_message,
+                    "cpu_time_s": outcome.cpu_time_s,
                 }
                 for outcome in self.calls
             ],
@@ -242,5 +285,5 @@ class ExecutionResult:
             "wall_time_s": self.wall_time_s,
             "forgeable": self.forgeable,
             "isolated": self.isolated,
-            "message": self.message,
+            "detail": self.detail,
         }

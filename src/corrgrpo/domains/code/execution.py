@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -202,17 +201,12 @@ def make_executor(workers: int | None = None, timeout_s: float = 5.0) -> Sandbox
     return SandboxExecutor(workers=workers, timeout_s=timeout_s)
 
 
-_default: SandboxExecutor | None = None
-_default_lock = threading.Lock()
-
-
 def default_executor() -> SandboxExecutor:
-    """The process-wide executor behind the default scorer (started on first use)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            from corrgrpo.sandbox import get_default_pool
+    """An executor on the process's shared sandbox pool (``corrgrpo.sandbox.get_default_pool``).
 
-            # the sandbox's shared pool: created once per process, closed at exit
-            _default = SandboxExecutor(get_default_pool())
-        return _default
+    Nothing is cached here: the pool is looked up on each call, so after a fork or a closed
+    pool the next executor gets the fresh pool that ``get_default_pool`` builds.
+    """
+    from corrgrpo.sandbox import get_default_pool
+
+    return SandboxExecutor(get_default_pool())

@@ -236,9 +236,8 @@ class CodeScorer:
 
     @property
     def executor(self) -> Executor:
-        if self._executor is None:
-            self._executor = default_executor()
-        return self._executor
+        # Not stored: the shared pool is looked up on each use, so it survives fork and close.
+        return self._executor if self._executor is not None else default_executor()
 
     # ------------------------------------------------------------------ public
 
