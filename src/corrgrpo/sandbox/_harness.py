@@ -21,6 +21,7 @@ and ``inspect.getmodule`` behave as in a normal run.
 from __future__ import annotations
 
 import builtins
+import importlib.machinery
 import json
 import os
 import signal
@@ -45,6 +46,42 @@ class CallTimeLimitExceeded(BaseException):  # noqa: N818 - the name users see i
 
 
 assert CallTimeLimitExceeded.__name__ == CALL_TIMEOUT_ERROR
+
+
+class ImportPolicy:
+    """Third-party packages are importable only when allowed, in every isolation mode.
+
+    With namespaces the other packages are not even mounted; in the rlimits-only mode they
+    are on disk, and this finder (first on ``sys.meta_path``) refuses them with the same clear
+    error, so a verdict does not depend on the mode.
+    """
+
+    def __init__(self, hidden: list[str], exposed: list[str]) -> None:
+        self.hidden = [path.rstrip("/") + "/" for path in hidden]
+        self.exposed = [path.rstrip("/") for path in exposed]
+
+    def _forbidden(self, origin: str) -> bool:
+        if not any(origin.startswith(path) for path in self.hidden):
+            return False
+        return not any(origin == path or origin.startswith(path + "/") for path in self.exposed)
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if "." in name or name in sys.modules:
+            return None  # submodules follow their package's verdict
+        spec = importlib.machinery.PathFinder.find_spec(name)
+        origin = None if spec is None else (spec.origin or "")
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if spec is not None and any(self._forbidden(p) for p in [origin or "", *locations] if p):
+            raise ModuleNotFoundError(
+                f"No module named {name!r}: the sandbox allows only the standard library "
+                "and the pool's allowed packages",
+                name=name,
+            )
+        return None
+
+
+def install_import_policy(hidden: list[str], exposed: list[str]) -> None:
+    sys.meta_path.insert(0, ImportPolicy(hidden, exposed))  # type: ignore[arg-type]
 
 
 def _describe(error: BaseException) -> tuple[str, str]:
@@ -135,16 +172,20 @@ def _execute_program(body: RunBody, module: types.ModuleType, report: Reporter) 
     return True
 
 
-def run(body: RunBody, result_fd: int) -> None:
-    """Execute the request body; report through ``result_fd``."""
+def run(body: RunBody, result_fd: int, phases: dict[str, float] | None = None) -> None:
+    """Execute the request body; report through ``result_fd``.
+
+    ``phases``: CPU seconds of this process at the end of each setup step (reported with
+    ``start``, for the cost breakdown; informational only, never part of a verdict).
+    """
     report = Reporter(result_fd)
-    report.emit({"k": "start"})
+    report.emit({"k": "start", "p": phases or {}})
     mode = body["mode"]
     module = new_module(mode)
     if not _execute_program(body, module, report):
         return
     if mode == "stdio":
-        report.emit({"k": "done"})
+        report.emit({"k": "done", "t": time.process_time()})
         return
     namespace = module.__dict__
     try:
@@ -157,7 +198,7 @@ def run(body: RunBody, result_fd: int) -> None:
     else:
         _run_calls(body["calls"], namespace, candidate, report)
     _flush_streams()
-    report.emit({"k": "done"})
+    report.emit({"k": "done", "t": time.process_time()})
 
 
 def _run_assert(

@@ -352,19 +352,33 @@ def seccomp_program(machine: str | None = None) -> list[tuple[int, int, int, int
     return program
 
 
+class SeccompFilter:
+    """:func:`seccomp_program`, assembled once (a worker installs it in every run)."""
+
+    def __init__(self, machine: str | None = None) -> None:
+        program = seccomp_program(machine)
+        self.length = 0 if program is None else len(program)
+        self._instructions = (_SockFilter * self.length)(*(_SockFilter(*op) for op in program or []))
+        self._fprog = _SockFprog(self.length, self._instructions)
+
+    def install(self) -> bool:
+        """Install for this process and its future children (needs ``PR_SET_NO_NEW_PRIVS``).
+
+        Returns False (nothing installed) on an architecture without a syscall table here.
+        """
+        if not self.length:
+            return False
+        _check(
+            _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(self._fprog), 0, 0),
+            "prctl(PR_SET_SECCOMP)",
+        )
+        return True
+
+
 def install_seccomp_filter() -> bool:
     """Install :func:`seccomp_program` for this process and its future children.
 
     Needs ``PR_SET_NO_NEW_PRIVS`` first. Returns False (nothing installed) on an architecture
     without a syscall table here.
     """
-    program = seccomp_program()
-    if program is None:
-        return False
-    instructions = (_SockFilter * len(program))(*(_SockFilter(*op) for op in program))
-    fprog = _SockFprog(len(program), instructions)
-    _check(
-        _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
-        "prctl(PR_SET_SECCOMP)",
-    )
-    return True
+    return SeccompFilter().install()

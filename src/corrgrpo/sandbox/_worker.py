@@ -126,6 +126,7 @@ class Worker:
         self.cgroups = WorkerCgroups(config["cgroups"]) if config.get("cgroups") else None
         self._reaped = False  # whether the current run's process has been waited for
         self.tmp_binds: list[str] = []  # exposed paths under /tmp, bound again in every run
+        self.seccomp = sc.SeccompFilter()  # built once, installed in every run
 
     # -- framing ---------------------------------------------------------------------------
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
@@ -156,8 +157,10 @@ class Worker:
             if request is None:
                 return
             header, body_len = request
+            worker_cpu = time.process_time()
             try:
                 summary = self.run_one(header, body_len)
+                summary["worker_cpu"] = time.process_time() - worker_cpu
             except Exception as error:  # a worker fault, reported as harness_error
                 summary = {"harness_error": f"{type(error).__name__}: {error}"}
             finally:
@@ -357,26 +360,33 @@ def _child_main(
 ) -> NoReturn:
     """The sandboxed process (PID 1 of its namespace when isolated). Never returns."""
     isolated = worker.isolated
+    phases: dict[str, float] = {}  # CPU seconds of this process when each setup step ended
     try:
         sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
         if worker.cgroups is not None:
             worker.cgroups.join()
+        phases["cgroups"] = time.process_time()
         body: RunBody = json.loads(body_raw)
         del body_raw
+        phases["body"] = time.process_time()
         if isolated:
             setup_run_mounts(worker.tmp_binds)
+        phases["mounts"] = time.process_time()
         # Own session and process group: kill(0, ...) or killpg from the program must not reach
         # the worker or the pool (process groups are not confined by the PID namespace).
         os.setsid()
         _install_descriptors(body, fds)
         _apply_rlimits(header, isolated)
-        _drop_privileges(worker.user_namespace and isolated, isolated)
+        phases["limits"] = time.process_time()
+        _drop_privileges(worker.user_namespace and isolated, isolated, worker.seccomp)
+        phases["privileges"] = time.process_time()
         _reset_process_state(header, isolated)
+        phases["reset"] = time.process_time()
     except BaseException as error:
         _report_setup_failure(fds[2], error)
         os._exit(SETUP_FAILURE_EXIT)
     try:
-        _harness.run(body, 3)
+        _harness.run(body, 3, phases)
         os._exit(0)
     except BaseException:
         os._exit(SETUP_FAILURE_EXIT)
@@ -450,7 +460,7 @@ def _world_searchable(directory: str) -> bool:
         path = parent
 
 
-def _drop_privileges(in_user_namespace: bool, isolated: bool) -> None:
+def _drop_privileges(in_user_namespace: bool, isolated: bool, seccomp: sc.SeccompFilter) -> None:
     if in_user_namespace:
         # uid 0 is the only uid here (the caller's uid on the host), so no fresh uid per run:
         # a nested user namespace per run gives fresh per-user kernel state (keyrings)
@@ -467,7 +477,7 @@ def _drop_privileges(in_user_namespace: bool, isolated: bool) -> None:
         os.setgid(uid)
         os.setuid(uid)
     sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
-    sc.install_seccomp_filter()  # after no_new_privs, which an unprivileged filter needs
+    seccomp.install()  # after no_new_privs, which an unprivileged filter needs
     # Changing credentials cleared the parent-death signal: arm it again so the run dies
     # with its worker even if the worker itself is killed.
     sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -510,6 +520,7 @@ def main(argv: list[str]) -> int:
         else:
             # Orphans of a run become this process's children, so they can be reaped.
             sc.prctl(sc.PR_SET_CHILD_SUBREAPER, 1)
+        _harness.install_import_policy(config["hidden_paths"], config["exposed_paths"])
         # Objects that exist now are never collected: a child's collector then does not touch
         # (and copy) the pages they live on.
         gc.collect()

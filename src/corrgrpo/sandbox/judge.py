@@ -133,6 +133,7 @@ def judge(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
     all_records = _parse_records(raw.records)
     split = _split_at_start(all_records)
     records = split[1] if split is not None else []
+    result.cpu_breakdown_s = _cpu_breakdown(all_records, summary)
     if request.calls is not None:
         result.calls = _call_outcomes(request, records)
     limit_status = _limit_verdict(request, result, summary)
@@ -173,6 +174,25 @@ def _base_result(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
     if isinstance(overshoot, (int, float)):
         result.kill_overshoot_s = float(overshoot)
     return result
+
+
+def _cpu_breakdown(records: list[Record], summary: RunSummary) -> dict[str, float]:
+    """Per-step CPU seconds from the run's own marks (informational: the program can lie)."""
+    breakdown: dict[str, float] = {}
+    marks = next((r.get("p") for r in records if r["k"] == "start"), None)
+    done = next((r.get("t") for r in records if r["k"] == "done"), None)
+    previous = 0.0
+    if isinstance(marks, dict):
+        for name, value in marks.items():
+            if isinstance(name, str) and isinstance(value, (int, float)):
+                breakdown[name] = max(0.0, float(value) - previous)
+                previous = float(value)
+    if isinstance(done, (int, float)) and breakdown:
+        breakdown["program"] = max(0.0, float(done) - previous)
+    worker = summary.get("worker_cpu")
+    if isinstance(worker, (int, float)):
+        breakdown["worker"] = float(worker)
+    return breakdown
 
 
 def _limit_verdict(

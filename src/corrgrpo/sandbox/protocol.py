@@ -95,6 +95,7 @@ class Record(TypedDict, total=False):
     m: str
     where: str
     t: float
+    p: dict[str, float]
 
 
 class RunSummary(TypedDict, total=False):
@@ -107,4 +108,5 @@ class RunSummary(TypedDict, total=False):
     overshoot: float
     oom_kills: int
     wall: float
+    worker_cpu: float  # the worker's own CPU seconds for this run (clone, supervision, relay)
     harness_error: str

@@ -241,6 +241,10 @@ class ExecutionResult:
     signal: int | None = None
     kill_overshoot_s: float | None = None  # how far past the limit the kill landed (timeouts)
     tag: Any = None
+    # Where the CPU went (seconds): the run's setup steps as it reported them (``cgroups``,
+    # ``body``, ``mounts``, ``limits``, ``privileges``, ``reset``), ``program`` (running the program and
+    # its tests) and ``worker`` (the zygote's own work for this run). Informational only.
+    cpu_breakdown_s: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.detail = self.detail[:DETAIL_LIMIT]
