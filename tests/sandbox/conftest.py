@@ -6,8 +6,10 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sandbox_helpers import CAPABILITY_SKIP
 
 from corrgrpo.sandbox import SandboxPool
 
@@ -15,6 +17,26 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # A secret in the host environment; no sandboxed program may see it.
 SECRET = "corrgrpo-canary-secret-7f3a9c"
 os.environ["CORRGRPO_CANARY_SECRET"] = SECRET
+
+
+_capability_skips: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        if CAPABILITY_SKIP in str(report.longrepr[2]):
+            _capability_skips.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _capability_skips:
+        terminalreporter.section("sandbox tests skipped for a missing capability", yellow=True)
+        terminalreporter.write_line(
+            f"{len(_capability_skips)} sandbox tests did not run: containment was NOT fully "
+            "tested on this machine (see the SKIPPED lines for what is missing)",
+            yellow=True,
+            bold=True,
+        )
 
 
 @pytest.fixture(scope="session")

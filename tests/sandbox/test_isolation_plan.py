@@ -51,3 +51,12 @@ def test_default_exposure_never_includes_the_checkout() -> None:
         assert not checkout.startswith(path.rstrip("/") + "/"), path  # no ancestor of it
         if path.startswith(checkout + "/"):  # a virtual environment inside the checkout
             assert "/site-packages/" in path, path
+
+
+def test_secret_files_are_hidden_inside_an_exposed_directory(tmp_path: Path) -> None:
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "shadow").write_text("root:x\n")
+    (etc / "hosts").write_text("")
+    steps, _ = plan_filesystem_view([str(etc)], [str(etc / "shadow")])
+    assert steps == [("bind", str(etc)), ("hide", str(etc / "shadow"))]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import require_capability
 
 from corrgrpo.sandbox import (
     ExecutionRequest,
@@ -28,9 +29,15 @@ from corrgrpo.sandbox import (
     namespaces_available,
 )
 
-pytestmark = pytest.mark.skipif(
-    not namespaces_available(), reason="containment needs Linux namespaces (run as root)"
-)
+NAMESPACES = namespaces_available()
+
+
+@pytest.fixture(autouse=True)
+def _needs_namespaces() -> None:
+    """Every test here needs the isolated sandbox: without it, a loud, counted skip."""
+    require_capability(NAMESPACES, "Linux namespaces (root, or unprivileged user namespaces)")
+
+
 SECRET = os.environ["CORRGRPO_CANARY_SECRET"]  # set by conftest before the pool starts
 
 CHECK = """
@@ -59,10 +66,6 @@ class Attack:
     wall: float | None = None
     proves: str | None = None
     requires: tuple[str, ...] = ()
-    # The user-namespace setup is tested as root, where uid 0 of the namespace is the host's
-    # root: files that only DAC protects from other users stay readable there (not so for a
-    # normal user, whose own uid it is).
-    dac_only: bool = False
 
 
 def _solution(body: str, header: str = "") -> str:
@@ -259,11 +262,11 @@ ATTACKS: list[Attack] = [
     ),
     Attack(
         "read_root_only_files",
-        "reading files protected only by permissions (/etc/shadow)",
+        "reading files protected only by permissions (/etc/shadow), even where the run's uid"
+        " owns them on the host (the user-namespace setup started by root)",
         _solution(
             "import subprocess\nfor p in ('/etc/shadow', '/etc/gshadow'):\n    try:\n        open(p, 'rb').read(1)\n        print('LEAK read', p)\n    except OSError:\n        pass\nsubprocess.run('cat /etc/shadow >/dev/null 2>&1 && echo LEAK shell read', shell=True)\nreturn -1"
         ),
-        dac_only=True,
     ),
     # --- resources ------------------------------------------------------------------------------
     Attack(
@@ -461,6 +464,77 @@ ATTACKS: list[Attack] = [
         ),
         statuses=frozenset({"wrong_answer"}),
     ),
+    Attack(
+        "sysv_ipc_persistence",
+        "a System V shared-memory segment or semaphore left for the next sample",
+        _solution(
+            "return -1",
+            header="import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "if libc.shmget(0x5EED, 0, 0) >= 0 or libc.semget(0x5EED, 0, 0) >= 0:\n"
+            "    print('LEAK sysv ipc')\n"
+            "libc.shmget(0x5EED, 4096, 0o1666)\nlibc.semget(0x5EED, 1, 0o1666)\n",
+        ),
+        repeat=4,
+    ),
+    Attack(
+        "interpreter_state_in_reused_worker",
+        "patching builtins, preloaded modules and sys.modules for the next sample on the worker",
+        _solution(
+            "return -1",
+            header="import builtins, json, sys, collections\n"
+            "if getattr(builtins, 'corrgrpo_mark', None) or getattr(json, 'corrgrpo_mark', None) "
+            "or 'corrgrpo_planted' in sys.modules or len(sys.modules['solution'].__dict__.get('SEEN', [])):\n"
+            "    print('LEAK interpreter state')\n"
+            "SEEN = [1]\nbuiltins.corrgrpo_mark = json.corrgrpo_mark = True\n"
+            "sys.modules['corrgrpo_planted'] = sys\njson.dumps = lambda *a, **k: '{}'\n"
+            "builtins.sum = lambda *a: 14\n",
+        ),
+        repeat=4,
+    ),
+    Attack(
+        "write_through_read_only_mounts",
+        "writing into the interpreter, the standard library and the allowed packages it can see",
+        _solution(
+            "import os\nfor directory in __WRITE_TARGETS__:\n"
+            "    if not os.path.isdir(directory):\n"
+            "        print('LEAK target not visible', directory)\n        continue\n"
+            "    attempts = [\n"
+            "        lambda: open(os.path.join(directory, 'planted.py'), 'w').write('x'),\n"
+            "        lambda: os.mkdir(os.path.join(directory, 'planted')),\n"
+            "        lambda: os.chmod(directory, 0o777),\n"
+            "        lambda: os.utime(directory),\n"
+            "        lambda: open(os.path.join(directory, sorted(f for f in os.listdir(directory) if f.endswith('.py'))[0]), 'a').write('#'),\n"
+            "    ]\n"
+            "    for number, attempt in enumerate(attempts):\n"
+            "        try:\n            attempt()\n            print('LEAK write', directory, number)\n"
+            "        except (OSError, IndexError):\n            pass\n"
+            "return -1"
+        ),
+        statuses=frozenset({"wrong_answer"}),
+    ),
+    Attack(
+        "visible_tree_has_no_writable_or_secret_place",
+        "searching every visible directory (system, interpreter, allowed site-packages) for a "
+        "writable place or a readable secret",
+        _solution(
+            "import os\nwritable, secrets = [], []\n"
+            "for top in [p for p in os.listdir('/') if p not in ('proc', 'tmp', 'dev', 'sys')]:\n"
+            "    for directory, subdirs, files in os.walk('/' + top):\n"
+            "        if os.access(directory, os.W_OK):\n            writable.append(directory)\n"
+            "        for name in files:\n"
+            "            if name in ('shadow', 'gshadow', 'sudoers') or name.endswith('_key'):\n"
+            "                try:\n                    open(os.path.join(directory, name), 'rb').read(1)\n"
+            "                    secrets.append(os.path.join(directory, name))\n"
+            "                except OSError:\n                    pass\n"
+            "for directory in __WRITE_TARGETS__:\n"
+            "    for sub, _, _ in os.walk(directory):\n"
+            "        if os.access(sub, os.W_OK):\n            writable.append(sub)\n"
+            "if writable:\n    print('LEAK writable', writable[:5])\n"
+            "if secrets:\n    print('LEAK secret', secrets[:5])\nreturn -1"
+        ),
+        statuses=frozenset({"wrong_answer"}),
+        cpu=20.0,
+    ),
     # --- assert mode (forgeable by design) ----------------------------------------------------
     Attack(
         "assert_mode_sys_exit",
@@ -524,6 +598,23 @@ def _probed_syscalls() -> dict[str, int]:
     return probed
 
 
+def _write_targets() -> list[str]:
+    """Directories a program sees read-only: the standard library, allowed packages, the
+    interpreter's prefix (wherever they live: under /tmp, $HOME, a path with spaces)."""
+    import os.path as ospath
+    import sys
+
+    import numpy
+    import sortedcontainers
+
+    return [
+        ospath.dirname(ospath.realpath(ospath.__file__)),
+        ospath.dirname(ospath.realpath(numpy.__file__)),
+        ospath.dirname(ospath.realpath(sortedcontainers.__file__)),
+        ospath.realpath(sys.base_prefix),
+    ]
+
+
 def _host_files() -> list[str]:
     """Files the caller can read wherever the checkout, venv and data happen to live."""
     import importlib.util
@@ -551,8 +642,10 @@ def sandbox(request: pytest.FixtureRequest, pool: SandboxPool) -> Iterator[Sandb
     if request.param == "root":
         yield pool
         return
-    if not namespaces_available(user_namespace=True):
-        pytest.skip("unprivileged user namespaces are disabled in this kernel")
+    require_capability(
+        namespaces_available(user_namespace=True),
+        "unprivileged user namespaces (disabled in this kernel)",
+    )
     with SandboxPool(workers=2, isolation="namespaces", user_namespace=True) as userns_pool:
         yield userns_pool
 
@@ -595,8 +688,6 @@ def _assert_host_untouched(
 def test_attack_is_contained(
     attack: Attack, sandbox: SandboxPool, canary_dir: Path, listener: socket.socket
 ) -> None:
-    if attack.dac_only and sandbox.user_namespace and os.getuid() == 0:
-        pytest.skip("user-namespace mode as root maps to host root; DAC cannot apply")
     for need in attack.requires:
         if (id(sandbox), need) not in _PROVEN:  # e.g. under -k: prove the containment first
             prover = next(a for a in ATTACKS if a.proves == need)
@@ -610,6 +701,7 @@ def _run_attack(
     program = attack.program.replace("__PORT__", str(listener.getsockname()[1]))
     program = program.replace("__HOST_FILES__", repr(_host_files()))
     program = program.replace("__SYSCALLS__", repr(_probed_syscalls()))
+    program = program.replace("__WRITE_TARGETS__", repr(_write_targets()))
     program = program.replace("__CANARY_DIR__", str(canary_dir)).replace(
         "__CANARY__", str(canary_dir / "canary.txt")
     )

@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-import pytest
+from sandbox_helpers import require_capability
 
 from corrgrpo.sandbox import (
     CallTest,
@@ -169,11 +169,10 @@ def test_pool_refuses_use_from_a_forked_child(pool: SandboxPool) -> None:
     assert pool.run_one(ExecutionRequest(program="print(1)", expected_stdout="1")).passed
 
 
-@pytest.mark.skipif(
-    not os.path.isdir("/sys/fs/cgroup/pids") or os.geteuid() != 0,
-    reason="needs root and cgroup v1 pids",
-)
 def test_stale_cgroups_of_dead_pools_are_swept() -> None:
+    require_capability(
+        os.path.isdir("/sys/fs/cgroup/pids") and os.geteuid() == 0, "root and cgroup v1 pids"
+    )
     from corrgrpo.sandbox.cgroups import sweep_stale_cgroups
 
     dead = subprocess.Popen(["true"])

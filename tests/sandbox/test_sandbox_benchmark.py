@@ -7,15 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from sandbox_helpers import require_capability
 
 from corrgrpo.sandbox import namespaces_available
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(not namespaces_available(), reason="the benchmark measures the isolated pool")
 def test_benchmark_script_small(tmp_path: Path) -> None:
+    require_capability(namespaces_available(), "Linux namespaces (the benchmark measures them)")
     out = tmp_path / "bench.json"
     command = [
         sys.executable,

@@ -28,6 +28,7 @@ import signal
 import sys
 import time
 import types
+from collections.abc import Sequence
 from typing import Any
 
 from corrgrpo.sandbox.protocol import CALL_TIMEOUT_ERROR, CallSpec, Record, RunBody
@@ -65,7 +66,12 @@ class ImportPolicy:
             return False
         return not any(origin == path or origin.startswith(path + "/") for path in self.exposed)
 
-    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+    def find_spec(
+        self,
+        name: str,
+        path: Sequence[str] | None = None,
+        target: types.ModuleType | None = None,
+    ) -> None:
         if "." in name or name in sys.modules:
             return None  # submodules follow their package's verdict
         spec = importlib.machinery.PathFinder.find_spec(name)
@@ -81,7 +87,7 @@ class ImportPolicy:
 
 
 def install_import_policy(hidden: list[str], exposed: list[str]) -> None:
-    sys.meta_path.insert(0, ImportPolicy(hidden, exposed))  # type: ignore[arg-type]
+    sys.meta_path.insert(0, ImportPolicy(hidden, exposed))
 
 
 def _describe(error: BaseException) -> tuple[str, str]:

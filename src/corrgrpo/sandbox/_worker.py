@@ -28,13 +28,27 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from typing import NoReturn
 
 from corrgrpo.sandbox import _harness
 from corrgrpo.sandbox import _syscalls as sc
 from corrgrpo.sandbox.cgroups import WorkerCgroups
 from corrgrpo.sandbox.isolation import setup_run_mounts, setup_worker_namespaces
-from corrgrpo.sandbox.protocol import SETUP_FAILURE_EXIT, RunBody, RunHeader
+from corrgrpo.sandbox.protocol import (
+    FRAME_END,
+    FRAME_READY,
+    FRAME_RECORDS,
+    FRAME_STDERR,
+    FRAME_STDOUT,
+    SETUP_FAILURE_EXIT,
+    KillReason,
+    Ready,
+    RunBody,
+    RunHeader,
+    RunSummary,
+    WorkerConfig,
+)
 
 PRELOADED_MODULES = (
     "typing",
@@ -113,17 +127,44 @@ def _process_cpu_seconds(pid: int) -> float:
     return total
 
 
+@dataclass
+class _Watch:
+    """How the supervision of one run ended (``killed`` None: the run exited by itself)."""
+
+    wall_deadline: float
+    killed: KillReason | None = None
+    cpu_at_kill: float | None = None
+
+
+class _Streams:
+    """The run's three pipes: their frame kinds, caps and what each has sent so far."""
+
+    def __init__(self, fds: tuple[int, int, int], output_limit: int) -> None:
+        out_r, err_r, res_r = fds
+        self.result_fd = res_r
+        self.kinds = {out_r: FRAME_STDOUT, err_r: FRAME_STDERR, res_r: FRAME_RECORDS}
+        self.limits = {out_r: output_limit, err_r: output_limit, res_r: RESULT_CHANNEL_LIMIT}
+        self.sent = {out_r: 0, err_r: 0, res_r: 0}
+        self.open_fds = set(fds)
+
+    def within_cap(self, fd: int) -> bool:
+        return self.sent[fd] <= self.limits[fd]
+
+    def over_cap_reason(self, fd: int) -> KillReason:
+        return "result_size" if fd == self.result_fd else "output"
+
+
 class Worker:
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: WorkerConfig) -> None:
         self.request_fd: int = config["request_fd"]
         self.reply_fd: int = config["reply_fd"]
         self.isolated: bool = config["isolation"] == "namespaces"
-        self.user_namespace: bool = bool(config.get("user_namespace"))
+        self.user_namespace: bool = bool(config["user_namespace"])
         self.cpu_count = max(1, os.cpu_count() or 1)
         self.body = bytearray(1 << 16)
         self.chunk = bytearray(_CHUNK)
         # Opened now: the worker's own view of /sys is hidden once its namespaces are set up.
-        self.cgroups = WorkerCgroups(config["cgroups"]) if config.get("cgroups") else None
+        self.cgroups = WorkerCgroups(config["cgroups"]) if config["cgroups"] else None
         self._reaped = False  # whether the current run's process has been waited for
         self.tmp_binds: list[str] = []  # exposed paths under /tmp, bound again in every run
         self.seccomp = sc.SeccompFilter()  # built once, installed in every run
@@ -132,14 +173,14 @@ class Worker:
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
         _write_all(self.reply_fd, _FRAME.pack(kind, len(payload)), payload)
 
-    def read_request(self) -> tuple[dict[str, Any], int] | None:
+    def read_request(self) -> tuple[RunHeader, int] | None:
         size_raw = bytearray(4)
         if not _read_exact_into(self.request_fd, size_raw, 4):
             return None
         header_raw = bytearray(_LENGTH.unpack(size_raw)[0])
         if not _read_exact_into(self.request_fd, header_raw, len(header_raw)):
             return None
-        header = json.loads(header_raw.decode())
+        header: RunHeader = json.loads(header_raw.decode())
         if not _read_exact_into(self.request_fd, size_raw, 4):
             return None
         body_len = _LENGTH.unpack(size_raw)[0]
@@ -158,6 +199,7 @@ class Worker:
                 return
             header, body_len = request
             worker_cpu = time.process_time()
+            summary: RunSummary
             try:
                 summary = self.run_one(header, body_len)
                 summary["worker_cpu"] = time.process_time() - worker_cpu
@@ -166,9 +208,9 @@ class Worker:
             finally:
                 _wipe(self.body)
                 _wipe(self.chunk)
-            self.send(b"X", json.dumps(summary).encode())
+            self.send(FRAME_END, json.dumps(summary).encode())
 
-    def run_one(self, header: dict[str, Any], body_len: int) -> dict[str, Any]:
+    def run_one(self, header: RunHeader, body_len: int) -> RunSummary:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         res_r, res_w = os.pipe()
@@ -181,14 +223,7 @@ class Worker:
             os.chmod(scratch, 0o777)
             header = {**header, "scratch": scratch}
         flags = sc.CLONE_NEWPID | sc.CLONE_NEWNS | sc.CLONE_NEWIPC if self.isolated else 0
-        cpu_base, oom_base = 0.0, 0
-        if self.cgroups is not None:
-            try:
-                memory = int(header["mem"]) + _CGROUP_MEMORY_HEADROOM
-                self.cgroups.set_limits(memory, int(header["nproc"]) + 4)
-            except OSError:
-                pass  # a lower limit can be refused while old page cache is charged
-            cpu_base, oom_base = self.cgroups.cpu_seconds(), self.cgroups.oom_kills()
+        cpu_base, oom_base = self._prepare_cgroups(header)
         started = time.monotonic()
         pidfd = child = -1
         self._reaped = False
@@ -204,34 +239,49 @@ class Worker:
                 os.close(fd)
             out_w = err_w = res_w = -1
             pidfd = os.pidfd_open(child)
-            cgroups = self.cgroups
-
-            def cpu_used() -> float:
-                if cgroups is not None:
-                    return cgroups.cpu_seconds() - cpu_base
-                return _process_cpu_seconds(child)
-
+            cpu_used = self._cpu_meter(child, cpu_base)
             summary = self._supervise(
                 header, cpu_used, pidfd, (out_r, err_r, res_r), started, child
             )
-            if cgroups is not None:
+            if self.cgroups is not None:
                 # Every process of the run, including children it never waited for.
                 summary["cpu"] = cpu_used()
-                summary["oom_kills"] = cgroups.oom_kills() - oom_base
+                summary["oom_kills"] = self.cgroups.oom_kills() - oom_base
             summary["wall"] = time.monotonic() - started
             return summary
         finally:
-            if child > 0 and not self._reaped:  # a supervision fault: never leave a run behind
-                try:
-                    os.kill(child, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                os.waitpid(child, 0)
-            for fd in (out_r, err_r, res_r, out_w, err_w, res_w, pidfd):
-                if fd >= 0:
-                    os.close(fd)
-            if scratch is not None:
-                shutil.rmtree(scratch, ignore_errors=True)
+            self._clean_up_run(child, (out_r, err_r, res_r, out_w, err_w, res_w, pidfd), scratch)
+
+    def _prepare_cgroups(self, header: RunHeader) -> tuple[float, int]:
+        """Set the run's group limits; the CPU and OOM counters before the run."""
+        if self.cgroups is None:
+            return 0.0, 0
+        try:
+            memory = int(header["mem"]) + _CGROUP_MEMORY_HEADROOM
+            self.cgroups.set_limits(memory, int(header["nproc"]) + 4)
+        except OSError:
+            pass  # a lower limit can be refused while old page cache is charged
+        return self.cgroups.cpu_seconds(), self.cgroups.oom_kills()
+
+    def _cpu_meter(self, child: int, cpu_base: float) -> Callable[[], float]:
+        """CPU seconds of the run so far: its cgroup when there is one, else its process."""
+        cgroups = self.cgroups
+        if cgroups is not None:
+            return lambda: cgroups.cpu_seconds() - cpu_base
+        return lambda: _process_cpu_seconds(child)
+
+    def _clean_up_run(self, child: int, fds: tuple[int, ...], scratch: str | None) -> None:
+        if child > 0 and not self._reaped:  # a supervision fault: never leave a run behind
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(child, 0)
+        for fd in fds:
+            if fd >= 0:
+                os.close(fd)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def _reap_stragglers(self, child: int) -> None:
         """Rlimits-only mode: kill what the program left behind (its group, its cgroup)."""
@@ -250,7 +300,7 @@ class Worker:
             if pid == 0:
                 time.sleep(0.001)
 
-    def _reap(self, pid: int) -> dict[str, Any]:
+    def _reap(self, pid: int) -> RunSummary:
         _, status, usage = os.wait4(pid, 0)
         self._reaped = True
         return {
@@ -261,81 +311,90 @@ class Worker:
 
     def _supervise(
         self,
-        header: dict[str, Any],
+        header: RunHeader,
         cpu_used: Callable[[], float],
         pidfd: int,
         fds: tuple[int, int, int],
         started: float,
         child: int,
-    ) -> dict[str, Any]:
-        out_r, err_r, res_r = fds
-        kinds = {out_r: b"O", err_r: b"E", res_r: b"R"}
-        limits = {out_r: header["out"], err_r: header["out"], res_r: RESULT_CHANNEL_LIMIT}
-        sent = {out_r: 0, err_r: 0, res_r: 0}
-        poller = select.poll()
-        for fd in fds:
-            poller.register(fd, select.POLLIN)
-        poller.register(pidfd, select.POLLIN)
-        poller.register(self.request_fd, select.POLLHUP)
-        cpu_limit = float(header["cpu"])
-        wall_deadline = started + float(header["wall"])
-        next_cpu_check = started + cpu_limit / self.cpu_count
-        killed: str | None = None
-        open_fds = set(fds)
-        exited = False
-        cpu_at_kill: float | None = None
-        while not exited and killed is None:
-            now = time.monotonic()
-            if now >= wall_deadline:
-                killed = "wall"
-                break
-            if now >= next_cpu_check:
-                used = cpu_used()
-                if used >= cpu_limit:
-                    killed, cpu_at_kill = "cpu", used
-                    break
-                next_cpu_check = now + min(0.05, max(0.001, (cpu_limit - used) / self.cpu_count))
-            timeout_ms = max(1, math.ceil((min(wall_deadline, next_cpu_check) - now) * 1000))
-            for fd, _event in poller.poll(timeout_ms):
-                if fd == pidfd:
-                    exited = True
-                elif fd == self.request_fd:
-                    killed = "pool_gone"
-                elif fd in open_fds:
-                    if not self._relay(fd, kinds[fd], limits[fd], sent):
-                        poller.unregister(fd)
-                        open_fds.discard(fd)
-                    if sent[fd] > limits[fd]:
-                        killed = "output" if fd != res_r else "result_size"
+    ) -> RunSummary:
+        """Relay the run's output until it exits or breaks a limit; then end it and report."""
+        streams = _Streams(fds, header["out"])
+        watch = self._watch(header, cpu_used, pidfd, streams, started)
         kill_time = time.monotonic()
         self._kill(child, pidfd)  # after a normal exit this only ends stragglers (rlimits-only)
         exit_info = self._reap(child)  # when PID 1 is reaped, its namespace is empty
         if not self.isolated:
             self._reap_stragglers(child)
         # Writers are dead now: drain what is left in the pipes, within the caps.
-        for fd in list(open_fds):
-            while sent[fd] <= limits[fd] and self._relay(fd, kinds[fd], limits[fd], sent):
+        killed = watch.killed
+        for fd in list(streams.open_fds):
+            while streams.within_cap(fd) and self._relay(fd, streams):
                 pass
-            if sent[fd] > limits[fd] and killed is None:
-                killed = "output" if fd != res_r else "result_size"
-        summary: dict[str, Any] = {"killed": killed, **exit_info}
+            if not streams.within_cap(fd) and killed is None:
+                killed = streams.over_cap_reason(fd)
+        summary: RunSummary = {"killed": killed, **exit_info}
         if killed == "wall":
-            summary["overshoot"] = kill_time - wall_deadline
-        elif killed == "cpu" and cpu_at_kill is not None:
-            summary["overshoot"] = cpu_at_kill - cpu_limit
+            summary["overshoot"] = kill_time - watch.wall_deadline
+        elif killed == "cpu" and watch.cpu_at_kill is not None:
+            summary["overshoot"] = watch.cpu_at_kill - float(header["cpu"])
         return summary
 
-    def _relay(self, fd: int, kind: bytes, limit: int, sent: dict[int, int]) -> bool:
+    def _watch(
+        self,
+        header: RunHeader,
+        cpu_used: Callable[[], float],
+        pidfd: int,
+        streams: _Streams,
+        started: float,
+    ) -> _Watch:
+        """Poll the output pipes, the run's exit and the pool; check the CPU as it nears the
+        limit (the next check is no earlier than the limit could be reached on every CPU)."""
+        poller = select.poll()
+        for fd in streams.open_fds:
+            poller.register(fd, select.POLLIN)
+        poller.register(pidfd, select.POLLIN)
+        poller.register(self.request_fd, select.POLLHUP)
+        cpu_limit = float(header["cpu"])
+        watch = _Watch(wall_deadline=started + float(header["wall"]))
+        next_cpu_check = started + cpu_limit / self.cpu_count
+        while watch.killed is None:
+            now = time.monotonic()
+            if now >= watch.wall_deadline:
+                watch.killed = "wall"
+                break
+            if now >= next_cpu_check:
+                used = cpu_used()
+                if used >= cpu_limit:
+                    watch.killed, watch.cpu_at_kill = "cpu", used
+                    break
+                next_cpu_check = now + min(0.05, max(0.001, (cpu_limit - used) / self.cpu_count))
+            timeout_ms = max(1, math.ceil((min(watch.wall_deadline, next_cpu_check) - now) * 1000))
+            for fd, _event in poller.poll(timeout_ms):
+                if fd == pidfd:
+                    return watch
+                if fd == self.request_fd:
+                    watch.killed = "pool_gone"
+                elif fd in streams.open_fds:
+                    if not self._relay(fd, streams):
+                        poller.unregister(fd)
+                        streams.open_fds.discard(fd)
+                    if not streams.within_cap(fd):
+                        watch.killed = streams.over_cap_reason(fd)
+        return watch
+
+    def _relay(self, fd: int, streams: _Streams) -> bool:
+        """Forward what is in the pipe, up to its cap; False when it is empty or closed."""
         try:
             count = os.readv(fd, [self.chunk])
         except BlockingIOError:
             return False
         if count == 0:
             return False
-        allowed = max(0, min(count, limit - sent[fd]))
+        allowed = max(0, min(count, streams.limits[fd] - streams.sent[fd]))
         if allowed:
-            self.send(kind, memoryview(self.chunk)[:allowed])
-        sent[fd] += count
+            self.send(streams.kinds[fd], memoryview(self.chunk)[:allowed])
+        streams.sent[fd] += count
         return True
 
     def _kill(self, child: int, pidfd: int) -> None:
@@ -501,8 +560,8 @@ def _reset_process_state(header: RunHeader, isolated: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
-    config = json.loads(argv[1])
-    ready: dict[str, Any] = {"isolated": False, "pid": os.getpid()}
+    config: WorkerConfig = json.loads(argv[1])
+    ready: Ready = {"isolated": False, "pid": os.getpid()}
     worker = Worker(config)
     try:
         # Import first: the project tree is hidden once the filesystem view is in place.
@@ -527,7 +586,7 @@ def main(argv: list[str]) -> int:
         gc.freeze()
     except Exception as error:
         ready["error"] = f"{type(error).__name__}: {error}"
-    worker.send(b"K", json.dumps(ready).encode())
+    worker.send(FRAME_READY, json.dumps(ready).encode())
     if "error" in ready:
         return 1
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,7 @@ _SAFE_NAMES: dict[str, Any] = {
     "inf": math.inf,
     "nan": math.nan,
 }
-_SAFE_CALLS = {
+_SAFE_CALLS: dict[str, Callable[..., Any]] = {
     "tuple": tuple,
     "list": list,
     "set": set,
@@ -77,7 +78,8 @@ def _evaluate(node: ast.AST, depth: int) -> Any:
         return {
             _evaluate(k, depth + 1): _evaluate(v, depth + 1)
             for k, v in zip(node.keys, node.values, strict=False)
-        }  # type: ignore[arg-type]
+            if k is not None
+        }
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
         operand = _evaluate(node.operand, depth + 1)
         if isinstance(node.op, ast.Not):
@@ -121,7 +123,7 @@ def _binary(node: ast.BinOp, depth: int) -> Any:
         count = right if isinstance(left, (str, list, tuple)) else left
         if not isinstance(count, int) or count > _MAX_SEQUENCE_REPEAT:
             raise UnsafeExpression("sequence repetition too large")
-    operations = {
+    operations: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
         ast.Add: lambda a, b: a + b,
         ast.Sub: lambda a, b: a - b,
         ast.Mult: lambda a, b: a * b,
@@ -176,7 +178,7 @@ def analyze_check_tests(test_source: str, *, check_name: str = "check") -> Conve
         elif isinstance(statement, ast.Assign) and all(
             isinstance(t, ast.Name) for t in statement.targets
         ):
-            top_level_names.update(t.id for t in statement.targets)  # type: ignore[union-attr]
+            top_level_names.update(t.id for t in statement.targets if isinstance(t, ast.Name))
         elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
             continue
         else:
@@ -257,6 +259,9 @@ def _unwrap(
     return node, tuple(transforms)  # type: ignore[return-value]
 
 
+_Make = Callable[..., CallTest]
+
+
 def _convert_assert(statement: ast.Assert, candidate: str, forbidden: set[str]) -> CallTest:
     test = statement.test
     source = ast.unparse(statement)
@@ -271,58 +276,9 @@ def _convert_assert(statement: ast.Assert, candidate: str, forbidden: set[str]) 
             **fields,
         )
 
-    if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        left, op, right = test.left, test.ops[0], test.comparators[0]
-        if isinstance(op, ast.Eq):
-            if _contains_candidate(left, candidate) and not _contains_candidate(right, candidate):
-                return make(left, expected=safe_eval(right))
-            if _contains_candidate(right, candidate) and not _contains_candidate(left, candidate):
-                return make(right, expected=safe_eval(left))
-        if (
-            isinstance(op, ast.Is)
-            and isinstance(right, ast.Constant)
-            and right.value in (True, False, None)
-        ):
-            return make(left, expected=right.value, compare="is")
-        if (
-            isinstance(op, (ast.Lt, ast.LtE))
-            and isinstance(left, ast.Call)
-            and isinstance(left.func, ast.Name)
-            and left.func.id == "abs"
-            and len(left.args) == 1
-        ):
-            inner = left.args[0]
-            if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Sub):
-                tolerance = safe_eval(right)
-                if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool):
-                    raise UnsafeExpression("tolerance is not a number")
-                inclusive = isinstance(op, ast.LtE)
-                # abs(candidate(...) - expected) or abs(expected - candidate(...))
-                for side, other in ((inner.left, inner.right), (inner.right, inner.left)):
-                    if _contains_candidate(side, candidate) and not _contains_candidate(
-                        other, candidate
-                    ):
-                        return make(
-                            side,
-                            expected=safe_eval(other),
-                            compare="close",
-                            tolerance=float(tolerance),
-                            inclusive=inclusive,
-                        )
-    if (
-        isinstance(test, ast.Call)
-        and isinstance(test.func, ast.Name)
-        and len(test.args) == 2
-        and not test.keywords
-    ):
-        helper = test.func.id
-        builders = {"is_same_list": "list_node", "is_same_tree": "tree_node"}
-        if helper in builders:
-            actual, expected_node = test.args
-            values = _builder_values(expected_node, builders[helper])
-            if helper == "is_same_list":
-                return make(actual, expected=LinkedListValue(values), adapter="linked_list")
-            return make(actual, expected=canonical_tree(values), adapter="binary_tree")
+    converted = _convert_comparison(test, candidate, make) or _convert_structure_helper(test, make)
+    if converted is not None:
+        return converted
     if (
         isinstance(test, ast.UnaryOp)
         and isinstance(test.op, ast.Not)
@@ -332,6 +288,73 @@ def _convert_assert(statement: ast.Assert, candidate: str, forbidden: set[str]) 
     if _contains_candidate(test, candidate):
         return make(test, compare="truthy")
     raise UnsafeExpression("assertion shape not recognized")
+
+
+def _convert_comparison(test: ast.expr, candidate: str, make: _Make) -> CallTest | None:
+    """``candidate(...) == expected`` (either side), ``... is True/False/None``, or a tolerance."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(op, ast.Eq):
+        if _contains_candidate(left, candidate) and not _contains_candidate(right, candidate):
+            return make(left, expected=safe_eval(right))
+        if _contains_candidate(right, candidate) and not _contains_candidate(left, candidate):
+            return make(right, expected=safe_eval(left))
+    if isinstance(op, ast.Is) and isinstance(right, ast.Constant):
+        if right.value in (True, False, None):
+            return make(left, expected=right.value, compare="is")
+    if isinstance(op, (ast.Lt, ast.LtE)):
+        return _convert_tolerance(left, right, isinstance(op, ast.LtE), candidate, make)
+    return None
+
+
+def _convert_tolerance(
+    left: ast.expr, right: ast.expr, inclusive: bool, candidate: str, make: _Make
+) -> CallTest | None:
+    """``abs(candidate(...) - expected) < tol`` or ``abs(expected - candidate(...)) <= tol``."""
+    if not (
+        isinstance(left, ast.Call)
+        and isinstance(left.func, ast.Name)
+        and left.func.id == "abs"
+        and len(left.args) == 1
+    ):
+        return None
+    inner = left.args[0]
+    if not (isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Sub)):
+        return None
+    tolerance = safe_eval(right)
+    if not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool):
+        raise UnsafeExpression("tolerance is not a number")
+    for side, other in ((inner.left, inner.right), (inner.right, inner.left)):
+        if _contains_candidate(side, candidate) and not _contains_candidate(other, candidate):
+            return make(
+                side,
+                expected=safe_eval(other),
+                compare="close",
+                tolerance=float(tolerance),
+                inclusive=inclusive,
+            )
+    return None
+
+
+def _convert_structure_helper(test: ast.expr, make: _Make) -> CallTest | None:
+    """``is_same_list(candidate(...), list_node([...]))`` and the tree equivalent."""
+    if not (
+        isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Name)
+        and len(test.args) == 2
+        and not test.keywords
+    ):
+        return None
+    helper = test.func.id
+    builders = {"is_same_list": "list_node", "is_same_tree": "tree_node"}
+    if helper not in builders:
+        return None
+    actual, expected_node = test.args
+    values = _builder_values(expected_node, builders[helper])
+    if helper == "is_same_list":
+        return make(actual, expected=LinkedListValue(values), adapter="linked_list")
+    return make(actual, expected=canonical_tree(values), adapter="binary_tree")
 
 
 def _builder_values(node: ast.AST, builder: str) -> list[Any]:

@@ -9,7 +9,10 @@ root is a fresh tmpfs holding only an allowlist:
   bind-mounted in read-only, nosuid and nodev; everything else on the host (home directories,
   the project tree, datasets wherever they live, other mounts) is simply absent;
 - ``hidden_paths`` inside an exposed path (other Python environments' package directories under
-  ``/usr``) are covered by empty tmpfs, and allowed packages inside them come back;
+  ``/usr``) are covered by empty tmpfs, and allowed packages inside them come back; hidden
+  files (``/etc/shadow`` and the other :data:`SECRET_FILES`) are covered by an empty file no
+  one may open, so even a run whose uid owns them on the host (the user-namespace setup
+  started by root) cannot read them;
 - ``/dev`` holds only null, zero, full, random and urandom.
 
 The most specific rule wins: a path is visible exactly when its nearest ancestor among
@@ -37,6 +40,16 @@ DEFAULT_ALLOWED_PACKAGES = (
     "numpy-*.dist-info",
     "sortedcontainers",
     "sortedcontainers-*.dist-info",
+)
+SECRET_FILES = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
 )
 DEVICES = ("null", "zero", "full", "random", "urandom")
 TMPFS_OPTIONS = "size=64m,nr_inodes=4096,mode=1777"
@@ -76,8 +89,9 @@ def default_exposed_paths(allowed_packages: Iterable[str] = DEFAULT_ALLOWED_PACK
 
 
 def default_hidden_paths() -> list[str]:
-    """Package directories (site-packages, dist-packages): hidden even under an exposed path."""
-    return sorted(_site_dirs())
+    """Package directories (site-packages, dist-packages) and secret files: hidden even under
+    an exposed path."""
+    return sorted(_site_dirs() | {path for path in SECRET_FILES if os.path.isfile(path)})
 
 
 def _nearest_rule(path: str, rules: dict[str, str]) -> str | None:
@@ -110,7 +124,7 @@ def plan_filesystem_view(
             rules[target] = "bind"
     for raw in hidden_paths:
         path = os.path.realpath(raw)
-        if path != "/" and os.path.isdir(path):
+        if path != "/" and (os.path.isdir(path) or os.path.isfile(path)):
             rules.setdefault(path, "hide")  # exposing a path explicitly beats a default hide
     steps: list[tuple[str, str]] = []
     for path in sorted(rules, key=lambda p: (p.count("/"), p)):
@@ -173,9 +187,8 @@ def setup_worker_namespaces(
             if kind == "bind":
                 _bind_from(sources[path], os.path.isdir(f"/proc/self/fd/{sources[path]}"),
                            root + path)
-            elif os.path.isdir(root + path):
-                sc.mount("tmpfs", root + path, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV,
-                         "size=1m,mode=755")
+            else:
+                _hide(root, root + path)
     finally:
         for fd in sources.values():
             os.close(fd)
@@ -187,6 +200,18 @@ def setup_worker_namespaces(
             None, f"/dev/{name}", None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY | sc.MS_NOSUID
         )
     return binds_under(steps, "/tmp")
+
+
+def _hide(root: str, target: str) -> None:
+    """Cover a directory with an empty tmpfs, a file with an empty file no one may open."""
+    if os.path.isdir(target):
+        sc.mount("tmpfs", target, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=1m,mode=755")
+    elif os.path.isfile(target):
+        blank = os.path.join(root, ".hidden-file")
+        os.close(os.open(blank, os.O_CREAT | os.O_WRONLY, 0o000))
+        os.chmod(blank, 0o000)
+        sc.mount(blank, target, None, sc.MS_BIND)
+        os.unlink(blank)  # the mount keeps the empty inode
 
 
 def _present_devices() -> list[str]:

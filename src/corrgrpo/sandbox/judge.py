@@ -12,6 +12,7 @@ import json
 import math
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +65,7 @@ def _split_at_start(records: list[Record]) -> tuple[list[Record], list[Record]] 
 
 
 def _apply_transforms(value: Any, test: CallTest) -> Any:
-    functions = {
+    functions: dict[str, Callable[..., Any]] = {
         "tuple": tuple,
         "list": list,
         "sorted": sorted,
@@ -108,7 +109,7 @@ def check_call(value: Any, test: CallTest, *, rel_tol: float = 0.0, abs_tol: flo
         return False
     if isinstance(distance, float) and math.isnan(distance):
         return False
-    return distance <= test.tolerance if test.inclusive else distance < test.tolerance
+    return bool(distance <= test.tolerance if test.inclusive else distance < test.tolerance)
 
 
 def normalize_output(text: str) -> list[str]:

@@ -16,7 +16,6 @@ import time
 import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from corrgrpo.sandbox.cgroups import (
     CgroupPaths,
@@ -30,6 +29,18 @@ from corrgrpo.sandbox.isolation import (
     default_hidden_paths,
 )
 from corrgrpo.sandbox.judge import RawRun, judge
+from corrgrpo.sandbox.protocol import (
+    FRAME_END,
+    FRAME_READY,
+    FRAME_RECORDS,
+    FRAME_STDERR,
+    FRAME_STDOUT,
+    Ready,
+    RunBody,
+    RunHeader,
+    RunSummary,
+    WorkerConfig,
+)
 from corrgrpo.sandbox.requests import ExecutionRequest, ExecutionResult
 
 logger = logging.getLogger(__name__)
@@ -90,7 +101,7 @@ class _WorkerProcess:
         reply_r, reply_w = os.pipe()
         if self.cgroups is None and os.geteuid() == 0:
             self.cgroups = create_worker_cgroups(f"corrgrpo-sandbox-{self.pool_token}-{self.index}")
-        config = {
+        config: WorkerConfig = {
             "cgroups": self.cgroups.to_dict() if self.cgroups is not None else None,
             "user_namespace": self.user_namespace,
             # uid 0 of the worker's user namespace is the caller's own uid on the host (the
@@ -131,7 +142,7 @@ class _WorkerProcess:
         self.request_w = request_w
         self.reply_r = reply_r
         kind, payload = self._read_frame(time.monotonic() + _START_TIMEOUT_S)
-        ready = json.loads(payload) if kind == b"K" else {"error": "no ready message"}
+        ready: Ready = json.loads(payload) if kind == FRAME_READY else {"error": "no ready message"}
         if "error" in ready:
             self.close()
             raise SandboxError(
@@ -159,7 +170,7 @@ class _WorkerProcess:
         return kind, self._read_exact(size, deadline)
 
     def execute(self, request: ExecutionRequest) -> RawRun:
-        header = {
+        header: RunHeader = {
             "cpu": float(request.cpu_time_limit_s),
             "wall": request.wall_limit,
             "mem": int(request.memory_limit_bytes),
@@ -168,7 +179,7 @@ class _WorkerProcess:
             "nofile": int(request.open_files_limit),
             "nproc": int(request.processes_limit),
         }
-        body: dict[str, Any] = {
+        body: RunBody = {
             "mode": request.mode,
             "program": request.program,
             "entry_point": request.entry_point,
@@ -187,7 +198,7 @@ class _WorkerProcess:
             [_LENGTH.pack(len(header_raw)), header_raw, _LENGTH.pack(len(body_raw)), body_raw]
         )
         deadline = time.monotonic() + request.wall_limit + _REPLY_GRACE_S
-        streams: dict[bytes, bytearray] = {b"O": bytearray(), b"E": bytearray(), b"R": bytearray()}
+        streams = {FRAME_STDOUT: bytearray(), FRAME_STDERR: bytearray(), FRAME_RECORDS: bytearray()}
         writer = None
         if len(message) <= _PIPE_SAFE_BYTES:
             self._send(message)  # fits in the pipe buffer: cannot block
@@ -198,14 +209,14 @@ class _WorkerProcess:
             kind, payload = self._read_frame(deadline)
             if kind in streams:
                 streams[kind] += payload
-            elif kind == b"X":
+            elif kind == FRAME_END:
                 if writer is not None:
                     writer.join()
-                summary = json.loads(payload)
+                summary: RunSummary = json.loads(payload)
                 return RawRun(
-                    bytes(streams[b"O"]),
-                    bytes(streams[b"E"]),
-                    bytes(streams[b"R"]),
+                    bytes(streams[FRAME_STDOUT]),
+                    bytes(streams[FRAME_STDERR]),
+                    bytes(streams[FRAME_RECORDS]),
                     summary,
                     self.isolated,
                 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from corrgrpo.sandbox.protocol import Mode
+
 Status = Literal[
     "passed",
     "wrong_answer",
@@ -130,7 +132,7 @@ class ExecutionRequest:
     tag: Any = None
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         """``calls``, ``assert`` or ``stdio``."""
         if self.calls is not None:
             return "calls"

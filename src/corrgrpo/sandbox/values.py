@@ -127,7 +127,7 @@ def _node_value(node: Any, budget: _Budget) -> Any:
 
 
 def _encode_linked_list(head: Any, budget: _Budget) -> Any:
-    values = []
+    values: list[Any] = []
     node = head
     while node is not None:
         if not hasattr(node, "val") or len(values) >= MAX_NODES:
@@ -182,7 +182,7 @@ class Opaque:
         return f"<opaque {self.type_name}{suffix}>"
 
 
-class _StructureValue(tuple):
+class _StructureValue(tuple[Any, ...]):
     """Values read out of a returned data structure; equal only to the same kind of structure."""
 
     def __eq__(self, other: object) -> bool:
@@ -222,9 +222,11 @@ def decode_value(tagged: Any, _depth: int = 0) -> Any:
         if kind == "opaque":
             return Opaque(str(tagged.get("type", "object")), tagged.get("reason"))
         if kind == "int":
-            return int(payload, 16)
+            return int(str(payload), 16)
         if kind == "bytes":
-            return bytes.fromhex(payload)
+            return bytes.fromhex(str(payload))
+        if not isinstance(payload, list):
+            raise DecodeError(f"malformed tagged {kind!r}: its payload is not a list")
         if kind == "complex":
             return complex(float(payload[0]), float(payload[1]))
         items = [decode_value(item, _depth + 1) for item in payload]
