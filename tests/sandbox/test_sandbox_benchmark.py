@@ -28,6 +28,10 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
         "0.5",
         "--workers",
         "2",
+        "--rounds",
+        "1",
+        "--load",
+        "1",
         "--json",
         str(out),
     ]
@@ -38,3 +42,7 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
     assert report["throughput"]["verdict_agreement"] == 1.0
     assert report["throughput"]["ours_timeouts"] == 0
     assert report["loops"]["ours_loops_timed_out"] == 1
+    assert report["loaded"]["verdict_agreement"] == 1.0 and report["loaded"]["load_processes"] == 1
+    parts = report["idle"]["ours_cpu_ms_breakdown"]
+    assert {"pool process", "worker", "mounts", "program", "exit and teardown"} <= set(parts)
+    assert "our CPU ms per program" in completed.stdout
