@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from corrgrpo.rewards.code.execution import default_executor
+from corrgrpo.domains.code.execution import default_executor
 from corrgrpo.sandbox import CallTest, ExecutionRequest, get_default_pool
 
 REQUEST = ExecutionRequest(

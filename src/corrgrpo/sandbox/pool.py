@@ -16,6 +16,7 @@ import time
 import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from corrgrpo.sandbox.cgroups import (
     CgroupPaths,
@@ -464,18 +465,30 @@ class SandboxPool:
 
 
 class _progress_bar:  # noqa: N801 - small context helper
-    def __init__(self, total: int) -> None:
-        from rich.progress import Progress
+    """rich's bar when rich is installed; otherwise a count on stderr every tenth of the batch
+    (the sandbox itself needs only the standard library)."""
 
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+        self._progress: Any = None
+        try:
+            from rich.progress import Progress
+        except ImportError:
+            return
         self._progress = Progress(transient=False)
         self._progress.start()
         self._task = self._progress.add_task("sandbox", total=total)
 
     def advance(self) -> None:
-        self._progress.advance(self._task)
+        self.done += 1
+        if self._progress is not None:
+            self._progress.advance(self._task)
+        elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
+            print(f"sandbox: {self.done}/{self.total}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        self._progress.stop()
+        if self._progress is not None:
+            self._progress.stop()
 
 
 _default_pool: SandboxPool | None = None
