@@ -109,13 +109,7 @@ def test_a_sandbox_that_cannot_be_set_up_is_a_harness_error_not_a_crash(
 
 
 def test_a_program_cannot_forge_a_setup_failure(pool: SandboxPool) -> None:
-    forger = (
-        "import os\n"
-        "os.write(3, b'{\"k\": \"setup\", \"m\": \"fake\"}\\n')\n"
-        "os._exit(70)\n"
-    )
-    request = ExecutionRequest(
-        program=forger, entry_point="f", calls=[CallTest("candidate()", 1)]
-    )
+    forger = 'import os\nos.write(3, b\'{"k": "setup", "m": "fake"}\\n\')\nos._exit(70)\n'
+    request = ExecutionRequest(program=forger, entry_point="f", calls=[CallTest("candidate()", 1)])
     result = pool.run_one(request)
     assert result.status == "runtime_error", result.detail
