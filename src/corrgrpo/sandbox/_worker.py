@@ -14,6 +14,7 @@ later sample forked from this process cannot find an earlier sample's code or re
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import json
 import math
@@ -86,6 +87,10 @@ _CGROUP_MEMORY_HEADROOM = 64 << 20
 RUN_UID_BASE = 1 << 24
 RUN_UID_SPAN = (1 << 31) - RUN_UID_BASE
 _CHUNK = 1 << 16
+# The run's pipes are drained on a tick instead of on every write: a write then wakes no one,
+# and a program's whole output (up to the pipe size) waits in the kernel until the run ends.
+PIPE_SIZE = 1 << 20
+RELAY_TICK_S = 0.005
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _FRAME = struct.Struct(">cI")
 _LENGTH = struct.Struct(">I")
@@ -109,8 +114,11 @@ def _write_all(fd: int, *parts: bytes | memoryview) -> None:
             view = view[os.write(fd, view) :]
 
 
-def _wipe(buffer: bytearray) -> None:
-    buffer[:] = bytes(len(buffer))
+def _wipe(buffer: bytearray, used: int | None = None) -> None:
+    """Zero ``buffer`` (its first ``used`` bytes: the rest was not written since the last
+    wipe; every page written after a fork costs a copy-on-write fault)."""
+    size = len(buffer) if used is None else min(used, len(buffer))
+    buffer[:size] = bytes(size)
 
 
 def _process_cpu_seconds(pid: int) -> float:
@@ -125,6 +133,14 @@ def _process_cpu_seconds(pid: int) -> float:
     except (OSError, IndexError, ValueError):
         pass
     return total
+
+
+def _enlarge_pipe(fd: int) -> None:
+    """Room for a small program's whole output, so that it never waits for a drain tick."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass  # above the per-user pipe quota: the default size only means more ticks
 
 
 @dataclass
@@ -163,6 +179,7 @@ class Worker:
         self.cpu_count = max(1, os.cpu_count() or 1)
         self.body = bytearray(1 << 16)
         self.chunk = bytearray(_CHUNK)
+        self.chunk_used = 0  # bytes of ``chunk`` written since it was last wiped
         # Opened now: the worker's own view of /sys is hidden once its namespaces are set up.
         self.cgroups = WorkerCgroups(config["cgroups"]) if config["cgroups"] else None
         self._reaped = False  # whether the current run's process has been waited for
@@ -171,7 +188,13 @@ class Worker:
 
     # -- framing ---------------------------------------------------------------------------
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
-        _write_all(self.reply_fd, _FRAME.pack(kind, len(payload)), payload)
+        # One system call for the frame; a partial write (a big payload) is completed after.
+        frame: list[memoryview] = [memoryview(_FRAME.pack(kind, len(payload))), memoryview(payload)]
+        written = os.writev(self.reply_fd, frame)
+        for part in frame:
+            if written < len(part):
+                _write_all(self.reply_fd, part[written:])
+            written = max(0, written - len(part))
 
     def read_request(self) -> tuple[RunHeader, int] | None:
         size_raw = bytearray(4)
@@ -206,8 +229,9 @@ class Worker:
             except Exception as error:  # a worker fault, reported as harness_error
                 summary = {"harness_error": f"{type(error).__name__}: {error}"}
             finally:
-                _wipe(self.body)
-                _wipe(self.chunk)
+                _wipe(self.body, body_len)
+                _wipe(self.chunk, self.chunk_used)
+                self.chunk_used = 0
             self.send(FRAME_END, json.dumps(summary).encode())
 
     def run_one(self, header: RunHeader, body_len: int) -> RunSummary:
@@ -217,6 +241,7 @@ class Worker:
         for fd in (out_r, err_r, res_r):
             # A process that escaped the kill (rlimits-only mode) must not block the drain.
             os.set_blocking(fd, False)
+            _enlarge_pipe(fd)
         scratch = None
         if not self.isolated:
             scratch = tempfile.mkdtemp(prefix="corrgrpo-sandbox-")
@@ -329,7 +354,7 @@ class Worker:
         # Writers are dead now: drain what is left in the pipes, within the caps.
         killed = watch.killed
         for fd in list(streams.open_fds):
-            while streams.within_cap(fd) and self._relay(fd, streams):
+            while streams.within_cap(fd) and self._relay(fd, streams) > 0:
                 pass
             if not streams.within_cap(fd) and killed is None:
                 killed = streams.over_cap_reason(fd)
@@ -348,16 +373,16 @@ class Worker:
         streams: _Streams,
         started: float,
     ) -> _Watch:
-        """Poll the output pipes, the run's exit and the pool; check the CPU as it nears the
-        limit (the next check is no earlier than the limit could be reached on every CPU)."""
+        """Wait for the run's exit or the pool's end; on every tick drain the output pipes, and
+        check the CPU as it nears the limit (the next check is no earlier than the limit could
+        be reached on every CPU)."""
         poller = select.poll()
-        for fd in streams.open_fds:
-            poller.register(fd, select.POLLIN)
         poller.register(pidfd, select.POLLIN)
         poller.register(self.request_fd, select.POLLHUP)
         cpu_limit = float(header["cpu"])
         watch = _Watch(wall_deadline=started + float(header["wall"]))
         next_cpu_check = started + cpu_limit / self.cpu_count
+        next_drain = started + RELAY_TICK_S
         while watch.killed is None:
             now = time.monotonic()
             if now >= watch.wall_deadline:
@@ -369,33 +394,50 @@ class Worker:
                     watch.killed, watch.cpu_at_kill = "cpu", used
                     break
                 next_cpu_check = now + min(0.05, max(0.001, (cpu_limit - used) / self.cpu_count))
-            timeout_ms = max(1, math.ceil((min(watch.wall_deadline, next_cpu_check) - now) * 1000))
+            if now >= next_drain:
+                # A pipe that filled up is drained again at once: its writer is waiting.
+                full = self._drain(streams, watch)
+                next_drain = now if full else now + RELAY_TICK_S
+            wake = min(watch.wall_deadline, next_cpu_check, next_drain)
+            timeout_ms = max(0, math.ceil((wake - now) * 1000))
             for fd, _event in poller.poll(timeout_ms):
                 if fd == pidfd:
                     return watch
-                if fd == self.request_fd:
-                    watch.killed = "pool_gone"
-                elif fd in streams.open_fds:
-                    if not self._relay(fd, streams):
-                        poller.unregister(fd)
-                        streams.open_fds.discard(fd)
-                    if not streams.within_cap(fd):
-                        watch.killed = streams.over_cap_reason(fd)
+                watch.killed = "pool_gone"
         return watch
 
-    def _relay(self, fd: int, streams: _Streams) -> bool:
-        """Forward what is in the pipe, up to its cap; False when it is empty or closed."""
+    def _drain(self, streams: _Streams, watch: _Watch) -> bool:
+        """Relay what waits in the open pipes, within their caps; True if any was full."""
+        full = False
+        for fd in list(streams.open_fds):
+            moved = 0
+            while moved < PIPE_SIZE and streams.within_cap(fd):
+                count = self._relay(fd, streams)
+                if count <= 0:
+                    if count < 0:
+                        streams.open_fds.discard(fd)
+                    break
+                moved += count
+            full = full or moved >= _CHUNK
+            if not streams.within_cap(fd) and watch.killed is None:
+                watch.killed = streams.over_cap_reason(fd)
+        return full
+
+    def _relay(self, fd: int, streams: _Streams) -> int:
+        """Forward what is in the pipe, up to its cap: the bytes read, 0 when it is empty,
+        -1 when it is closed."""
         try:
             count = os.readv(fd, [self.chunk])
         except BlockingIOError:
-            return False
+            return 0
         if count == 0:
-            return False
+            return -1
+        self.chunk_used = max(self.chunk_used, count)
         allowed = max(0, min(count, streams.limits[fd] - streams.sent[fd]))
         if allowed:
             self.send(streams.kinds[fd], memoryview(self.chunk)[:allowed])
         streams.sent[fd] += count
-        return True
+        return count
 
     def _kill(self, child: int, pidfd: int) -> None:
         try:

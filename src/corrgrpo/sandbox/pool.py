@@ -59,6 +59,7 @@ _LENGTH = struct.Struct(">I")
 _START_TIMEOUT_S = 60.0
 _REPLY_GRACE_S = 10.0
 _PIPE_SAFE_BYTES = 32 << 10
+_REPLY_READ_BYTES = 1 << 16
 
 
 class SandboxError(RuntimeError):
@@ -142,6 +143,7 @@ class _WorkerProcess:
             os.close(reply_w)
         self.request_w = request_w
         self.reply_r = reply_r
+        self._pending = bytearray()  # read from the reply pipe, not yet taken as a frame
         kind, payload = self._read_frame(time.monotonic() + _START_TIMEOUT_S)
         ready: Ready = json.loads(payload) if kind == FRAME_READY else {"error": "no ready message"}
         if "error" in ready:
@@ -152,19 +154,22 @@ class _WorkerProcess:
         self.isolated = bool(ready.get("isolated"))
 
     def _read_exact(self, size: int, deadline: float) -> bytes:
-        data = bytearray()
-        while len(data) < size:
+        """``size`` bytes from the reply pipe; read in big pieces, so that the frames of one
+        run (its output, records and end) usually cost one system call together."""
+        while len(self._pending) < size:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("sandbox worker did not answer in time")
             readable, _, _ = select.select([self.reply_r], [], [], remaining)
             if not readable:
                 continue
-            piece = os.read(self.reply_r, size - len(data))
+            piece = os.read(self.reply_r, max(_REPLY_READ_BYTES, size - len(self._pending)))
             if not piece:
                 raise EOFError("sandbox worker exited")
-            data += piece
-        return bytes(data)
+            self._pending += piece
+        data = bytes(memoryview(self._pending)[:size])
+        del self._pending[:size]
+        return data
 
     def _read_frame(self, deadline: float) -> tuple[bytes, bytes]:
         kind, size = _FRAME.unpack(self._read_exact(_FRAME.size, deadline))
