@@ -156,6 +156,33 @@ def test_large_program_and_stdin(pool: SandboxPool) -> None:
     assert result.status == "passed", result.message
 
 
+def test_output_beyond_the_pipe_size_arrives_whole(pool: SandboxPool) -> None:
+    """The run's pipes are drained on a tick: a writer that fills one must still get
+    everything through, in order, and a value one element off must still fail."""
+    big = "def f(n):\n    return list(range(n))\n"
+    n = 250_000  # about 2 MiB of result records: twice the pipe size
+    lines = 150_000  # 877,780 bytes of stdout, under the 1 MiB cap
+    results = pool.run(
+        [
+            ExecutionRequest(
+                program=big, entry_point="f", calls=[CallTest(f"candidate({n})", list(range(n)))]
+            ),
+            ExecutionRequest(
+                program=big,
+                entry_point="f",
+                calls=[CallTest(f"candidate({n})", [*range(n - 1), n])],
+            ),
+            ExecutionRequest(
+                program=f"for i in range({lines}):\n    print(i % 100000)\n",
+                expected_stdout="".join(f"{i % 100000}\n" for i in range(lines)),
+            ),
+        ]
+    )
+    assert [r.status for r in results] == ["passed", "wrong_answer", "passed"], [
+        r.detail for r in results
+    ]
+
+
 def test_pool_refuses_use_from_a_forked_child(pool: SandboxPool) -> None:
     child = os.fork()
     if child == 0:
