@@ -104,7 +104,7 @@ def read_predictions(path: str | Path, rows: Sequence[dict[str, Any]]) -> list[s
 
     Indexes that restart (one part per API-Bank level, say) are matched part by part.
     """
-    from corrgrpo.data.tools import align_by_index
+    from corrgrpo.domains.tools.data import align_by_index
 
     records: list[Any] = read_jsonl(path)
     completions = [_completion_of(r, n, str(path)) for n, r in enumerate(records, start=1)]
