@@ -1,7 +1,8 @@
 """Bad input to any command: one line on stderr, exit 2, no traceback, nothing written.
 
-Each case runs the real command line in a subprocess (as a user would) from an empty working
-folder, so "nothing written" means the folder is still empty afterwards.
+Each case runs the command line's ``main`` from an empty working folder, so "nothing written"
+means the folder is still empty afterwards; the traceback switches run it as a user would, in
+a subprocess.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from corrgrpo.cli import main
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 GOOD_ROWS = [{"group": g, "a": float(i % 3), "b": float(i % 2)} for g in range(2) for i in range(4)]
@@ -79,8 +82,8 @@ CASES = [
 
 
 def run_cli(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1", **env}
-    environment.pop("CORRGRPO_DEBUG", None)
+    environment = {k: v for k, v in os.environ.items() if k != "CORRGRPO_DEBUG"}
+    environment.update({"PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1", **env})
     return subprocess.run(
         [sys.executable, "-m", "corrgrpo.cli", *argv],
         cwd=cwd, env=environment, capture_output=True, text=True, timeout=120,
@@ -89,17 +92,24 @@ def run_cli(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProce
 
 @pytest.mark.parametrize(("argv", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(
-    tmp_path: Path, argv: list[str], words: list[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    words: list[str],
 ) -> None:
     files = inputs(tmp_path)
     files["missing"] = str(tmp_path / "missing.jsonl")
     work = tmp_path / "work"
     work.mkdir()
-    result = run_cli([a.format(**files) for a in argv], work)
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2, result.stderr
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    command = argv[0]
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("CORRGRPO_DEBUG", raising=False)
+    status = main([a.format(**files) for a in argv])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert status == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    command = " ".join(argv[:2]) if argv[0] == "eval" else argv[0]
     assert lines[0].startswith(f"corrgrpo {command}: "), lines[0]
     for word in words:
         assert word in lines[0], lines[0]

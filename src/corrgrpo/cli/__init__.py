@@ -64,6 +64,14 @@ def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
     return kept, debug or env
 
 
+def _prefix(argv: list[str]) -> str:
+    """``corrgrpo <command>`` (``corrgrpo eval <domain>``) for the messages."""
+    words = [a for a in argv if not a.startswith("-")][:2]
+    if not words or words[0] not in SUBCOMMANDS:
+        return "corrgrpo"
+    return "corrgrpo " + " ".join(words if words[0] == "eval" else words[:1])
+
+
 def _run(argv: list[str]) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=command if command in SUBCOMMANDS else None)
@@ -77,8 +85,7 @@ def _run(argv: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for bad input)."""
     argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
-    command = next((a for a in argv if not a.startswith("-")), "")
-    prefix = f"corrgrpo {command}".strip() if command in SUBCOMMANDS else "corrgrpo"
+    prefix = _prefix(argv)
     try:
         return _run(argv)
     except KeyboardInterrupt:

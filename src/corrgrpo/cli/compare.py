@@ -273,7 +273,8 @@ def run(args: argparse.Namespace) -> int:
         print_path(console, "report: ", report_only(Path(args.report_only)))
         return 0
     require_extra("trl", "trl", "transformers", "accelerate", purpose="training")
-    import torch  # noqa: F401  (loaded first: the device-aware defaults then ask torch itself)
+    check_plan(args)  # in a fraction of a second, before torch loads
+    import torch  # noqa: F401  (now the device-aware defaults ask torch itself)
 
     base, estimators, seeds = check_plan(args)
     out_dir = Path(args.compare_dir) if args.compare_dir else agree_on_folder(default_folder(base))

@@ -33,8 +33,6 @@ def load_reward_table(
     group_size: int | None = None,
 ) -> tuple[torch.Tensor, list[Any], list[str]]:
     """Rows of rewards (N, K), a group id per row and the component names."""
-    import torch
-
     rows = read_rows(paths)
     if not rows:
         raise ValueError(f"no rows found in {', '.join(map(str, paths))}")
@@ -78,6 +76,8 @@ def load_reward_table(
             else:
                 vec.append(float(v))
         values.append(vec)
+    import torch  # only now: every input error above comes without waiting for torch
+
     return torch.tensor(values, dtype=torch.float64), groups, list(components)
 
 
@@ -236,12 +236,13 @@ def write_outputs(d: Diagnosis, summary: dict[str, Any], corr: torch.Tensor, out
 def run(args: argparse.Namespace) -> int:
     from corrgrpo.cli.errors import is_installed
     from corrgrpo.cli.output import make_console, print_path, print_table
-    from corrgrpo.diagnostics import diagnose
 
     comps, weights, estimators = parse_options(args)
     rewards, groups, names = load_reward_table(args.files, args.group_key, comps, args.group_size)
     if weights is not None and len(weights) != len(names):
         raise ValueError(f"--weights has {len(weights)} numbers for {len(names)} components")
+    from corrgrpo.diagnostics import diagnose
+
     d = diagnose(rewards, groups, weights, names=names, q_threshold=args.q_threshold,
                  estimators=estimators)
     summary: dict[str, Any] = d.summary()

@@ -235,9 +235,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, sort_keys=True, default=str))
         return 0
     require_extra("trl", "trl", "transformers", "accelerate", purpose="training")
-    import torch  # noqa: F401  (loaded first: the device-aware defaults then ask torch itself)
-
     from corrgrpo.training.preflight import check_settings
+
+    check_settings(resolve_settings(args))  # in a fraction of a second, before torch loads
+    import torch  # noqa: F401  (now the device-aware defaults ask torch itself)
+
     from corrgrpo.training.run import train
 
     settings = resolve_settings(args)

@@ -152,8 +152,22 @@ def iter_cases(
 
     Per suite and user task: the clean case, then each attack's pairs with every injection
     task. Nothing is built ahead: the first case comes as soon as its suite is loaded, and
-    ``itertools.islice`` takes a few cases without building the rest.
+    ``itertools.islice`` takes a few cases without building the rest. The split and suite
+    names are checked at once, not when iteration starts.
     """
+    chosen = _checked_suites(split, suites, benchmark_version)
+    return (
+        case
+        for suite_name in chosen
+        for case in _suite_cases(
+            suite_name, split, tuple(attacks), benchmark_version, target_model_name, include_clean
+        )
+    )
+
+
+def _checked_suites(
+    split: str, suites: Sequence[str] | None, benchmark_version: str
+) -> tuple[str, ...]:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     available = suite_names(benchmark_version)
@@ -161,25 +175,20 @@ def iter_cases(
     unknown = [s for s in chosen if s not in available]
     if unknown:
         raise ValueError(f"unknown suites {unknown}; {benchmark_version} has {list(available)}")
-    for suite_name in chosen:
-        yield from _suite_cases(
-            suite_name, split, tuple(attacks), benchmark_version, target_model_name, include_clean
-        )
+    return chosen
 
 
 @lru_cache(maxsize=4)
 def _all_cases(
-    split: str,
     suites: tuple[str, ...] | None,
     attacks: tuple[str, ...],
     benchmark_version: str,
     target_model_name: str,
-    include_clean: bool,
 ) -> tuple[AgentCase, ...]:
     return tuple(
         iter_cases(
-            split, suites=suites, attacks=attacks, benchmark_version=benchmark_version,
-            target_model_name=target_model_name, include_clean=include_clean,
+            "all", suites=suites, attacks=attacks, benchmark_version=benchmark_version,
+            target_model_name=target_model_name,
         )
     )
 
@@ -196,19 +205,22 @@ def build_cases(
 ) -> list[AgentCase]:
     """The first ``limit`` (default: all) cases of :func:`iter_cases`, as a list.
 
-    Whole lists are cached per process; a ``limit`` builds only the cases it returns.
+    A ``limit`` builds only the cases it returns; whole lists come from every split's cases,
+    built once per process.
     """
-    if limit is not None:
-        chosen = iter_cases(
-            split, suites=suites, attacks=attacks, benchmark_version=benchmark_version,
-            target_model_name=target_model_name, include_clean=include_clean,
-        )
-        return list(islice(chosen, max(0, limit)))
-    key_suites = tuple(suites) if suites else None
-    return list(
-        _all_cases(split, key_suites, tuple(attacks), benchmark_version, target_model_name,
-                   include_clean)
+    chosen = iter_cases(
+        split, suites=suites, attacks=attacks, benchmark_version=benchmark_version,
+        target_model_name=target_model_name, include_clean=include_clean,
     )
+    if limit is not None:
+        return list(islice(chosen, max(0, limit)))
+    everything = _all_cases(
+        tuple(suites) if suites else None, tuple(attacks), benchmark_version, target_model_name
+    )
+    return [
+        c for c in everything
+        if (split == "all" or c.split == split) and (include_clean or c.attacked)
+    ]
 
 
 def count_cases(cases: Iterable[AgentCase]) -> dict[str, dict[str, int]]:

@@ -282,11 +282,8 @@ def align_by_index(
         table = dict(zip(indexes, values, strict=True))
         wanted: list[Any] = [row.get("index") for row in rows]
     else:
-        keys = list(zip(restart_parts(indexes), indexes, strict=True))
-        if len(set(keys)) != len(keys):
-            line = next(n for n, k in enumerate(keys, start=1) if keys.count(k) > 1)
-            raise ValueError(f"{where}:{line}: index {indexes[line - 1]!r} repeats within a part")
-        table = dict(zip(keys, values, strict=True))
+        # within a part indexes grow, so every (part, index) key is unique
+        table = dict(zip(zip(restart_parts(indexes), indexes, strict=True), values, strict=True))
         wanted = list(row_keys(rows))
     missing = [i for i, key in enumerate(wanted) if key not in table]
     if missing:
