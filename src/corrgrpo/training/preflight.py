@@ -224,7 +224,8 @@ def check_output_dir(settings: RunSettings) -> None:
 
     if settings.output_dir and (Path(settings.output_dir) / METRICS_FILE).exists():
         raise ValueError(
-            f"{settings.output_dir} already holds a run ({METRICS_FILE}); choose a new --output-dir"
+            f"run folder {settings.output_dir} already holds {METRICS_FILE} (an earlier run); "
+            "choose a new --output-dir"
         )
 
 
