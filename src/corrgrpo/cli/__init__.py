@@ -1,6 +1,6 @@
 """The ``corrgrpo`` command line.
 
-Each subcommand lives in its own module exposing ``add_parser(subparsers)``; the module is
+Each subcommand lives in its own module exposing ``add_parser(parser)``; the module is
 imported only when its subcommand runs (or prints its help), so ``corrgrpo --help`` imports
 none of them. Subcommand modules import only the standard library at module level.
 
@@ -36,8 +36,12 @@ DEBUG_FLAG = "--debug"
 DEBUG_ENV = "CORRGRPO_DEBUG"
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser; only subcommand ``only`` gets its arguments (its module is imported)."""
+def build_parser(only: str | None = None, argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only subcommand ``only`` gets its arguments (its module is imported).
+
+    A subcommand module with nested subcommands (``eval``) may define ``NESTED = True``; its
+    ``add_parser(parser, argv)`` then sees the command line and imports only what it names.
+    """
     parser = argparse.ArgumentParser(
         prog="corrgrpo",
         description="Multi-reward advantage estimation (CorrGRPO and baselines) for LLM RL.",
@@ -51,7 +55,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_parser(p)
+        if getattr(module, "NESTED", False):
+            module.add_parser(p, argv)
+        else:
+            module.add_parser(p)
     return parser
 
 
@@ -74,7 +81,7 @@ def _prefix(argv: list[str]) -> str:
 
 def _run(argv: list[str]) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(only=command if command in SUBCOMMANDS else None)
+    parser = build_parser(only=command if command in SUBCOMMANDS else None, argv=argv)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 DOMAINS: dict[str, tuple[str, str]] = {
@@ -73,9 +73,19 @@ NEEDS: dict[str, tuple[Callable[[argparse.Namespace], None], ...]] = {
 }
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
+# add_parser receives the command line, so only the named domain's module is imported
+NESTED = True
+
+
+def add_parser(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
+    """Every domain's subcommand; only the one ``argv`` names gets its arguments."""
+    words = [a for a in argv if not a.startswith("-")]
+    chosen = words[1] if len(words) > 1 and words[0] == "eval" else None
     sub = parser.add_subparsers(dest="domain", metavar="DOMAIN", required=True)
     for name, (module_name, help_text) in DOMAINS.items():
+        if name != chosen:
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         module = importlib.import_module(module_name)
         module.add_eval_parser(p)
