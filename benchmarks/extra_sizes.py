@@ -59,7 +59,7 @@ def megabytes(dists: dict[str, md.Distribution]) -> float:
     for dist in dists.values():
         for file in dist.files or []:
             try:
-                total += os.path.getsize(dist.locate_file(file))
+                total += os.path.getsize(str(dist.locate_file(file)))
             except OSError:
                 pass
     return total / 1e6

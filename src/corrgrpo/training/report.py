@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -125,7 +125,7 @@ def dominates(q: Sequence[float], p: Sequence[float]) -> bool:
     return all(a >= b for a, b in pairs) and any(a > b for a, b in pairs)
 
 
-def pareto_front(points: dict[str, Sequence[float]]) -> list[str]:
+def pareto_front(points: Mapping[str, Sequence[float]]) -> list[str]:
     """Names whose vector no other vector dominates."""
     return [
         name
