@@ -2,7 +2,8 @@
 
     python benchmarks/extra_sizes.py
 
-Sums the files that ``importlib.metadata`` lists for each package and every dependency it
+Reads the extras from ``pyproject.toml`` (Python 3.11+) and sums the files that
+``importlib.metadata`` lists for each package and every dependency it
 pulls (recursively, on this platform); an extra's number counts only packages the core does
 not already bring. Extras overlap, so their numbers do not add up to ``all``.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import os
 import re
+from pathlib import Path
 
 CORE = ("torch", "numpy", "rich")
 _NAME = re.compile(r"[\s<>=!~\[;(]")
@@ -65,16 +67,24 @@ def megabytes(dists: dict[str, md.Distribution]) -> float:
     return total / 1e6
 
 
+def declared_extras() -> dict[str, list[str]]:
+    """Extra -> the package names it lists, from this checkout's pyproject.toml."""
+    import tomllib
+
+    with (Path(__file__).resolve().parents[1] / "pyproject.toml").open("rb") as fh:
+        table = tomllib.load(fh)["project"]["optional-dependencies"]
+    return {
+        extra: [_NAME.split(req, maxsplit=1)[0] for req in reqs if not req.startswith("corrgrpo")]
+        for extra, reqs in table.items()
+    }
+
+
 def main() -> None:
     core = closure([(name, ()) for name in CORE])
     torch_only = closure([("torch", ())])
     print(f"core: {megabytes(core):.0f} MB ({', '.join(sorted(core))})")
     print(f"  of which torch {megabytes({'torch': torch_only['torch']}):.0f} MB")
-    extras: dict[str, list[str]] = {}
-    for req in md.distribution("corrgrpo").requires or []:
-        wanted = re.search(r'extra\s*==\s*"([^"]+)"', req)
-        if wanted:
-            extras.setdefault(wanted.group(1), []).append(_NAME.split(req, maxsplit=1)[0])
+    extras = declared_extras()
     # 'all' lists the project itself with every other extra
     extras["all"] = [n for e, names in extras.items() if e != "all" for n in names]
     for extra, names in extras.items():
