@@ -105,6 +105,7 @@ def resolve_settings(args: argparse.Namespace) -> Any:
     from corrgrpo.training.settings import (
         apply_overrides,
         default_settings,
+        describe_device,
         load_recipe,
         parse_assignments,
         parse_passthrough,
@@ -151,7 +152,10 @@ def resolve_settings(args: argparse.Namespace) -> Any:
         trainer.update(trainer_keys)
     if trainer:
         flags["trainer"] = trainer
-    return apply_overrides(settings, flags)
+    resolved = apply_overrides(settings, flags)
+    if resolved.model is None:
+        return resolved
+    return apply_overrides(resolved, {"device": describe_device(resolved)})
 
 
 def dry_run_report(settings: Any, *, check_trainer: bool = False) -> dict[str, Any]:

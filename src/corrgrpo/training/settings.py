@@ -127,11 +127,23 @@ def default_settings(model: str | None = None) -> RunSettings:
         return RunSettings(model=model, trainer=trainer)
     if gpu_available():
         trainer["bf16"] = True
-        device = "GPU found: bf16 mixed precision (TRL's default)"
     else:
         trainer.update(CPU_TRAINER_DEFAULTS)
-        device = "no GPU found: float32 weights, bf16 off, use_cpu on"
-    return RunSettings(model=model, trainer=trainer, device=device)
+    settings = RunSettings(model=model, trainer=trainer)
+    return dataclasses.replace(settings, device=describe_device(settings))
+
+
+def describe_device(settings: RunSettings) -> str:
+    """What a ``--model`` run will use, after the recipe and flags (for ``config.json``)."""
+    trainer = settings.trainer
+    dtype = (trainer.get("model_init_kwargs") or {}).get("dtype", "as saved in the checkpoint")
+    found = "GPU found" if gpu_available() else "no GPU found"
+    on_off = {True: "on", False: "off", None: "TRL's default"}
+    return (
+        f"{found}: bf16 {on_off.get(trainer.get('bf16'), trainer.get('bf16'))}, "
+        f"use_cpu {on_off.get(trainer.get('use_cpu', False), trainer.get('use_cpu'))}, "
+        f"weights {dtype}"
+    )
 
 
 def gpu_available() -> bool:
