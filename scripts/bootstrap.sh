@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Creates ./.venv (once) and installs corrgrpo with every extra that installs on a CPU machine.
-# torch is installed first, pinned, so nothing pulls a CUDA build.
+# torch is installed first, pinned, so the extras do not pull another torch. Which build comes
+# is up to pip's index: on ordinary Linux the default index serves the CUDA build. Set
+# TORCH_INDEX_URL to PyTorch's CPU wheel index (see pytorch.org/get-started) for the CPU build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -13,7 +15,7 @@ want="$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[bootstrap] installing into $root/.venv (first run takes a few minutes)" >&2
   .venv/bin/python -m pip install -q --upgrade pip >&2
-  .venv/bin/python -m pip install -q "torch==2.13.0" >&2
+  .venv/bin/python -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} >&2
   .venv/bin/python -m pip install -q -e ".[all]" >&2
   # BFCL v4 data only: its declared dependencies pin an old numpy and pull hosted-model clients.
   .venv/bin/python -m pip install -q --no-deps "bfcl-eval==2026.3.23" >&2

@@ -29,3 +29,20 @@ def test_train_under_torchrun_writes_one_run_folder(tmp_path: Path) -> None:
     assert [r["step"] for r in records if "loss" in r] == [1, 2]
     assert json.loads((run / "summary.json").read_text())["processes"] == 2
     assert (run / "config.json").exists()
+
+
+@pytest.mark.slow
+def test_compare_under_torchrun_uses_one_folder(tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+               "2", "-m", "corrgrpo.cli", "compare", "--estimators", "grpo", "--seeds", "1",
+               "--max-steps", "1", "--runs-root", str(tmp_path / "runs"),
+               "--set", "warm_start_steps=0", "--set", "eval_prompts=2"]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    [folder] = list((tmp_path / "runs").iterdir())  # not one comparison folder per process
+    assert folder.name.startswith("compare-toy-")
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["grpo-s0"]
+    assert (folder / "report.md").exists() and result.stdout.count("report: ") == 1

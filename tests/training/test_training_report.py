@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from corrgrpo.training.report import RunSummary, pareto_front, verdict_lines, write_report
+from corrgrpo.training.report import (
+    RunSummary,
+    SeedStats,
+    pareto_front,
+    verdict_lines,
+    write_report,
+)
 from corrgrpo.training.run_folder import RunFolder, read_metrics
 
 COMPONENTS = ["a", "b"]
@@ -39,12 +45,31 @@ def test_training_pareto_front_drops_dominated_vectors() -> None:
     assert pareto_front({"x": [1, 1], "y": [1, 1]}) == ["x", "y"]  # ties dominate nobody
 
 
-def test_training_verdict_separates_clear_wins_from_noise() -> None:
-    table = {"p": {"a": (0.9, 0.01)}, "q": {"a": (0.8, 0.02)}, "r": {"a": (0.85, 0.2)}}
-    (line,) = verdict_lines(table, ["a"])
-    assert line.startswith("- **a**: p 0.900") and "within seed noise" in line  # r's spread
-    table.pop("r")
-    assert "clear" in verdict_lines(table, ["a"])[0]
+def stats(*values: float) -> SeedStats:
+    return SeedStats.of(values)
+
+
+def test_training_seed_stats_give_a_t_interval() -> None:
+    s = stats(1.0, 2.0, 3.0)
+    assert (s.mean, s.std, s.n) == (2.0, 1.0, 3)
+    # t(0.975, 2) = 4.303: mean ± 4.303 * 1 / sqrt(3)
+    assert s.low == pytest.approx(2.0 - 4.303 / 3**0.5) and s.high == pytest.approx(2.0 + 4.303 / 3**0.5)
+    single = stats(0.5)
+    assert single.std == 0.0 and single.to_dict()["ci95"] is None
+
+
+def test_training_verdict_needs_three_seeds_and_separate_intervals() -> None:
+    clear = {"p": {"a": stats(0.90, 0.91, 0.92)}, "q": {"a": stats(0.70, 0.71, 0.72)}}
+    (line,) = verdict_lines(clear, ["a"])
+    assert line.startswith("- **a**: p 0.910") and "clear lead" in line
+    overlap = {"p": {"a": stats(0.9, 0.5, 0.95)}, "q": {"a": stats(0.8, 0.7, 0.75)}}
+    assert "no clear difference" in verdict_lines(overlap, ["a"])[0]
+    # one seed each: a huge lead is still no verdict
+    one_seed = {"p": {"a": stats(1.0)}, "q": {"a": stats(0.0)}}
+    assert "not enough seeds: 1" in verdict_lines(one_seed, ["a"])[0]
+    two_seeds = {"p": {"a": stats(1.0, 1.0)}, "q": {"a": stats(0.0, 0.0, 0.0)}}
+    assert "not enough seeds: 2" in verdict_lines(two_seeds, ["a"])[0]
+    assert "clear" not in verdict_lines(one_seed, ["a"])[0]
 
 
 def test_training_write_report_has_every_section(tmp_path) -> None:
@@ -63,11 +88,12 @@ def test_training_write_report_has_every_section(tmp_path) -> None:
     assert "Pareto front of the seed-mean component vectors: corr_grpo." in text
     assert "grpo (by corr_grpo)" in text
     assert "- **total**: corr_grpo 1.405" in text
+    assert "not enough seeds: 2" in text  # two seeds per estimator: no verdict
     for png in ("curves.png", "pareto.png", "diagnostics.png"):
         assert (tmp_path / png).stat().st_size > 5_000
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["pareto_front"] == ["corr_grpo"]
-    assert results["final"]["grpo"]["a"] == [0.7, 0.0]
+    assert results["final"]["grpo"]["a"] == {"mean": 0.7, "std": 0.0, "n": 2, "ci95": [0.7, 0.7]}
 
 
 def test_training_run_folder_round_trips_metrics(tmp_path) -> None:

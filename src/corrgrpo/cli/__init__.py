@@ -1,16 +1,27 @@
 """The ``corrgrpo`` command line.
 
-Each subcommand lives in its own module exposing ``add_parser(subparsers)``; the module is
-imported only when its subcommand runs (or when help is printed), so heavy optional
-dependencies stay out of ``corrgrpo --help``.
+Each subcommand lives in its own module exposing ``add_parser(parser)``; the module is
+imported only when its subcommand runs (or prints its help), so ``corrgrpo --help`` imports
+none of them. Subcommand modules import only the standard library at module level.
+
+Errors: a subcommand raises :class:`~corrgrpo.cli.errors.UsageError` (or lets a ``ValueError``,
+a missing file or a missing optional package escape); :func:`main` prints one line on stderr
+and exits with status 2. ``--debug`` (anywhere before ``--``) or ``CORRGRPO_DEBUG=1`` also
+prints the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
+
+from corrgrpo.cli.errors import MissingExtraError, UsageError, flatten, one_line_message
+
+__all__ = ["MissingExtraError", "UsageError", "build_parser", "main"]
 
 # subcommand -> (module, one-line help). Modules register their own arguments.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -21,45 +32,80 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("corrgrpo.cli.evaluate", "evaluate a domain (code, tools, agent)"),
 }
 
+DEBUG_FLAG = "--debug"
+DEBUG_ENV = "CORRGRPO_DEBUG"
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+
+def build_parser(only: str | None = None, argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only subcommand ``only`` gets its arguments (its module is imported).
+
+    A subcommand module with nested subcommands (``eval``) may define ``NESTED = True``; its
+    ``add_parser(parser, argv)`` then sees the command line and imports only what it names.
+    """
     parser = argparse.ArgumentParser(
         prog="corrgrpo",
         description="Multi-reward advantage estimation (CorrGRPO and baselines) for LLM RL.",
+        epilog=f"{DEBUG_FLAG} (or {DEBUG_ENV}=1) prints the traceback of an error.",
     )
+    parser.add_argument(DEBUG_FLAG, action="store_true", help="show tracebacks of errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        if only is not None and name != only:
+        if name != only:
             sub.add_parser(name, help=help_text, add_help=False)
             continue
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:  # an optional extra is missing
-            p = sub.add_parser(name, help=f"{help_text} (unavailable: {err.name} not installed)")
-            p.set_defaults(_missing=err)
-            continue
+        module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_parser(p)
+        if getattr(module, "NESTED", False):
+            module.add_parser(p, argv)
+        else:
+            module.add_parser(p)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """``argv`` without ``--debug`` (before any ``--``), and whether debugging is on."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    debug = DEBUG_FLAG in argv[:end]
+    kept = [a for a in argv[:end] if a != DEBUG_FLAG] + argv[end:]
+    env = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return kept, debug or env
+
+
+def _prefix(argv: list[str]) -> str:
+    """``corrgrpo <command>`` (``corrgrpo eval <domain>``) for the messages."""
+    words = [a for a in argv if not a.startswith("-")][:2]
+    if not words or words[0] not in SUBCOMMANDS:
+        return "corrgrpo"
+    return "corrgrpo " + " ".join(words if words[0] == "eval" else words[:1])
+
+
+def _run(argv: list[str]) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(only=command if command in SUBCOMMANDS else None)
+    parser = build_parser(only=command if command in SUBCOMMANDS else None, argv=argv)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
-    missing = getattr(args, "_missing", None)
-    if missing is not None:
-        print(
-            f"corrgrpo {args.command}: missing dependency {missing.name!r}; "
-            "install the matching extra, e.g. pip install 'corrgrpo[all]'",
-            file=sys.stderr,
-        )
-        return 2
     return int(args.func(args) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 for bad input)."""
+    argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
+    prefix = _prefix(argv)
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        message = one_line_message(error)
+        if message is None:  # not an input error: a bug, keep its traceback
+            raise
+        if debug:
+            traceback.print_exc()
+        print(f"{prefix}: {flatten(message)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,19 +10,15 @@ import argparse
 import json
 import math
 from pathlib import Path
-
-from corrgrpo.diagnostics import diagnose
-from corrgrpo.diagnostics.synthetic import (
-    WORKED_EXAMPLE_COV,
-    group_with_covariance,
-    sweep_covariance,
-)
-from corrgrpo.estimators import compute_advantages
+from typing import Any
 
 DEFAULT_SCALES = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0)
 
 
 def worked_example() -> dict[str, object]:
+    from corrgrpo.diagnostics import diagnose
+    from corrgrpo.diagnostics.synthetic import WORKED_EXAMPLE_COV, group_with_covariance
+
     g = group_with_covariance(WORKED_EXAMPLE_COV, n=4)
     d = diagnose(g[None], names=["r1", "r2", "r3"], estimators=["grpo", "corr_grpo"])
     corr = d.correlation[0]
@@ -44,6 +40,10 @@ def worked_example() -> dict[str, object]:
 
 def scale_sweep(scales: tuple[float, ...] = DEFAULT_SCALES, n: int = 8) -> list[dict[str, float]]:
     """Advantage per unit of centred total reward as reward 3's scale a grows."""
+    from corrgrpo.diagnostics import diagnose
+    from corrgrpo.diagnostics.synthetic import group_with_covariance, sweep_covariance
+    from corrgrpo.estimators import compute_advantages
+
     rows = []
     for a in scales:
         g = group_with_covariance(sweep_covariance(a), n=n)
@@ -85,12 +85,9 @@ def plot(example: dict[str, object], sweep: list[dict[str, float]], path: Path) 
     save_figure(fig, path, dpi=120)
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def example_table(ex: dict[str, object]) -> Any:
     from rich.table import Table
 
-    console = Console()
-    ex = worked_example()
     t = Table(title="Worked example (4 trajectories, 3 rewards)")
     t.add_column("quantity")
     t.add_column("value", justify="right")
@@ -100,20 +97,43 @@ def run(args: argparse.Namespace) -> int:
     assert isinstance(shares, dict)
     for name, v in shares.items():
         t.add_row(f"share of S: {name}", f"{v:.3f}")
-    console.print(t)
-    sweep = scale_sweep(tuple(args.scales))
-    t2 = Table(title="Scale sweep: advantage per unit centred total vs reward 3's scale a")
+    return t
+
+
+def sweep_table(sweep: list[dict[str, float]]) -> Any:
+    from rich.table import Table
+
+    t = Table(title="Scale sweep: advantage per unit centred total vs reward 3's scale a")
     cols = ("a", "S", "Q", "share_r3", "A_grpo", "A_corr_grpo")
     for col in cols:
-        t2.add_column(col, justify="right")
+        t.add_column(col, justify="right")
     for r in sweep:
-        t2.add_row(*(f"{r[c]:.4f}" for c in cols))
-    console.print(t2)
+        t.add_row(*(f"{r[c]:.4f}" for c in cols))
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    from corrgrpo.cli.errors import is_installed
+    from corrgrpo.cli.output import make_console, print_path, print_table
+
+    scales = tuple(args.scales)
+    bad = [a for a in scales if not math.isfinite(a) or a <= 0]
+    if bad:
+        raise ValueError(f"--scales must be positive numbers, got {bad[0]}")
+    console = make_console()
+    ex = worked_example()
+    print_table(console, example_table(ex))
+    sweep = scale_sweep(scales)
+    print_table(console, sweep_table(sweep))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "analyze.json").write_text(json.dumps({"worked_example": ex, "scale_sweep": sweep}, indent=2))
-    plot(ex, sweep, out / "analyze.png")
-    console.print(f"wrote {out / 'analyze.json'} and {out / 'analyze.png'}")
+    print_path(console, "wrote ", out / "analyze.json")
+    if is_installed("matplotlib"):
+        plot(ex, sweep, out / "analyze.png")
+        print_path(console, "wrote ", out / "analyze.png")
+    else:
+        console.print("no figure: it needs matplotlib, pip install 'corrgrpo[plots]'", markup=False)
     return 0
 
 

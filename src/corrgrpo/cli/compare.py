@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +78,7 @@ class EstimatorSpec:
 
 def parse_estimators(text: str) -> list[EstimatorSpec]:
     """Comma-separated variants; ``corr_grpo:guard=floor`` adds estimator options to one."""
-    from corrgrpo.estimators import list_estimators
+    from corrgrpo.training.preflight import check_estimator
     from corrgrpo.training.settings import parse_assignments
 
     labels = [n.strip() for n in text.split(",") if n.strip()]
@@ -89,11 +89,9 @@ def parse_estimators(text: str) -> list[EstimatorSpec]:
     specs = []
     for label in labels:
         name, *options = label.split(":")
-        if name not in list_estimators():
-            raise ValueError(
-                f"unknown estimator {name!r}; registered: {', '.join(list_estimators())}"
-            )
-        specs.append(EstimatorSpec(label, name, parse_assignments(options)))
+        parsed = parse_assignments(options)
+        check_estimator(name, parsed)
+        specs.append(EstimatorSpec(label, name, parsed))
     if len({spec.folder for spec in specs}) != len(specs):
         raise ValueError(f"--estimators variants collide as folder names: {text!r}")
     return specs
@@ -129,7 +127,6 @@ def compare(
     from corrgrpo.training.run import train
     from corrgrpo.training.settings import apply_overrides
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     runs = [(spec, seed, f"{spec.folder}-s{seed}") for spec in estimators for seed in seeds]
     steps = base.trainer.get("max_steps", "?")
     model = base.model or "tiny local model"
@@ -145,7 +142,9 @@ def compare(
             {"label": spec.label, "seed": seed, "folder": folder} for spec, seed, folder in runs
         ],
     }
-    (out_dir / PLAN_FILE).write_text(json.dumps(plan, indent=2) + "\n")
+    if is_main_process():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / PLAN_FILE).write_text(json.dumps(plan, indent=2) + "\n")
     main_process = True
     for index, (spec, seed, folder) in enumerate(runs, start=1):
         if console is not None:
@@ -215,39 +214,71 @@ def report_only(out_dir: Path) -> Path:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def is_main_process() -> bool:
+    """The first process of a torchrun / accelerate launch (or the only one)."""
+    return os.environ.get("RANK", "0") == "0"
 
-    console = Console()
+
+def agree_on_folder(candidate: Path) -> Path:
+    """One comparison folder for every process: under torchrun the first one names it.
+
+    Each process would otherwise stamp the folder with its own clock; joining the process
+    group here (the runs join the same one later) lets the first process broadcast its name.
+    """
+    from corrgrpo.training.settings import world_size
+
+    if world_size() == 1:
+        return candidate
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+
+    state = PartialState()
+    chosen = [str(candidate) if state.is_main_process else ""]
+    broadcast_object_list(chosen)
+    return Path(chosen[0])
+
+
+def default_folder(base: Any) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return Path(base.runs_root) / f"compare-{base.task}-{stamp}"
+
+
+def check_plan(args: argparse.Namespace) -> tuple[Any, list[EstimatorSpec], list[int]]:
+    """Base settings, variants and seeds, every run's settings checked before any training."""
+    from corrgrpo.training.preflight import check_settings
+    from corrgrpo.training.settings import apply_overrides
+
+    estimators = parse_estimators(args.estimators)
+    seeds = parse_seeds(args.seeds)
+    base = resolve_settings(args)
+    if base.output_dir is not None:
+        raise ValueError("output_dir is chosen per run here; use --output-dir for the comparison")
+    for spec in estimators:
+        variant = {"estimator": spec.name, "estimator_options": spec.options}
+        check_settings(apply_overrides(base, variant))
+    if args.compare_dir and (Path(args.compare_dir) / PLAN_FILE).exists():
+        raise ValueError(
+            f"{args.compare_dir} already holds a comparison ({PLAN_FILE}); choose a new "
+            "--output-dir, or --report-only to report it again"
+        )
+    return base, estimators, seeds
+
+
+def run(args: argparse.Namespace) -> int:
+    from corrgrpo.cli.errors import require_extra
+    from corrgrpo.cli.output import make_console, print_path
+
+    console = make_console()
     if args.report_only:
-        try:
-            report = report_only(Path(args.report_only))
-        except (ValueError, FileNotFoundError) as error:
-            print(f"corrgrpo compare: {error}", file=sys.stderr)
-            return 2
-        console.print(f"report: {report}")
+        print_path(console, "report: ", report_only(Path(args.report_only)))
         return 0
-    try:
-        estimators = parse_estimators(args.estimators)
-        seeds = parse_seeds(args.seeds)
-        base = resolve_settings(args)
-        if base.output_dir is not None:
-            raise ValueError(
-                "output_dir is chosen per run here; use --output-dir for the comparison"
-            )
-    except (ValueError, TypeError, FileNotFoundError) as error:
-        print(f"corrgrpo compare: {error}", file=sys.stderr)
-        return 2
-    out_dir = (
-        Path(args.compare_dir)
-        if args.compare_dir
-        else Path(base.runs_root)
-        / (f"compare-{base.task}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
-    )
-    try:
-        report = compare(base, estimators, seeds, out_dir, console)
-    except FileExistsError as error:  # an earlier comparison's runs: never overwrite them
-        print(f"corrgrpo compare: {error}", file=sys.stderr)
-        return 2
-    console.print(f"report: {report}")
+    require_extra("trl", "trl", "transformers", "accelerate", purpose="training")
+    check_plan(args)  # in a fraction of a second, before torch loads
+    import torch  # noqa: F401  (now the device-aware defaults ask torch itself)
+
+    base, estimators, seeds = check_plan(args)
+    out_dir = Path(args.compare_dir) if args.compare_dir else agree_on_folder(default_folder(base))
+    report = compare(base, estimators, seeds, out_dir, console if is_main_process() else None)
+    if is_main_process():
+        print_path(console, "report: ", report)
     return 0

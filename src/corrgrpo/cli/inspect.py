@@ -15,12 +15,12 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from corrgrpo.diagnostics import Diagnosis, diagnose
-from corrgrpo.utils.jsonl import read_jsonl
+    from corrgrpo.diagnostics import Diagnosis
 
 GROUP_KEYS = ("group", "group_id", "uid", "prompt_id", "index")
 NOT_COMPONENTS = {"step", "advantage", "advantages", "reward", "total", "score", "seed"}
@@ -33,14 +33,7 @@ def load_reward_table(
     group_size: int | None = None,
 ) -> tuple[torch.Tensor, list[Any], list[str]]:
     """Rows of rewards (N, K), a group id per row and the component names."""
-    rows: list[dict[str, Any]] = []
-    for path in _expand(paths):
-        if path.suffix == ".parquet":
-            import pandas as pd
-
-            rows.extend(pd.read_parquet(path).to_dict(orient="records"))
-        else:
-            rows.extend(read_jsonl(path, objects_only=True))
+    rows = read_rows(paths)
     if not rows:
         raise ValueError(f"no rows found in {', '.join(map(str, paths))}")
     if group_size is not None:
@@ -68,6 +61,9 @@ def load_reward_table(
         ]
     if not components:
         raise ValueError("no numeric reward components found; pass --components a,b,c")
+    absent = [c for c in components if not any(c in r for r in rows)]
+    if absent:
+        raise ValueError(f"component {absent[0]!r} is not a field of any row")
     values = []
     for i, r in enumerate(rows):
         vec = []
@@ -80,7 +76,33 @@ def load_reward_table(
             else:
                 vec.append(float(v))
         values.append(vec)
+    import torch  # only now: every input error above comes without waiting for torch
+
     return torch.tensor(values, dtype=torch.float64), groups, list(components)
+
+
+def read_rows(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Every record of the JSONL / parquet files (folders: their ``*.parquet`` and ``*.jsonl``)."""
+    from corrgrpo.utils.jsonl import read_jsonl
+
+    rows: list[dict[str, Any]] = []
+    for path in _expand(paths):
+        suffix = path.suffix.lower()
+        if suffix in (".csv", ".tsv"):
+            raise ValueError(
+                f"{path}: {suffix[1:].upper()} is not read; give JSONL (one JSON object per "
+                "line) or a parquet table"
+            )
+        if suffix == ".parquet":
+            from corrgrpo.cli.errors import require_extra
+
+            require_extra("tools", "pyarrow", purpose="parquet files")
+            import pyarrow.parquet as pq
+
+            rows.extend(pq.read_table(path).to_pylist())
+        else:
+            rows.extend(read_jsonl(path, objects_only=True))
+    return rows
 
 
 def _expand(paths: Sequence[str | Path]) -> list[Path]:
@@ -104,6 +126,8 @@ def _freeze(v: object) -> object:
 
 
 def mean_correlation(d: Diagnosis) -> torch.Tensor:
+    import torch
+
     act = d.active
     return d.correlation[act].mean(0) if bool(act.any()) else torch.zeros_like(d.correlation[0])
 
@@ -127,22 +151,32 @@ def heatmap(d: Diagnosis, path: Path) -> None:
     save_figure(fig, path, dpi=120)
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def parse_options(args: argparse.Namespace) -> tuple[list[str] | None, list[float] | None, list[str]]:
+    """Components, weights and estimators from the flags, checked before any file is read."""
+    from corrgrpo.training.preflight import check_estimator
+
+    comps = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
+    estimators = [e.strip() for e in args.estimators.split(",") if e.strip()]
+    if not estimators:
+        raise ValueError("--estimators needs at least one estimator name")
+    for name in estimators:
+        check_estimator(name, {})
+    weights = None
+    if args.weights:
+        try:
+            weights = [float(w) for w in args.weights.split(",")]
+        except ValueError:
+            raise ValueError(f"--weights must be comma-separated numbers, got {args.weights!r}") from None
+    if weights is not None and comps is not None and len(weights) != len(comps):
+        raise ValueError(f"--weights has {len(weights)} numbers for {len(comps)} --components")
+    if args.q_threshold <= 0:
+        raise ValueError(f"--q-threshold must be positive, got {args.q_threshold}")
+    return comps, weights, estimators
+
+
+def component_table(d: Diagnosis, summary: dict[str, Any], names: list[str]) -> Any:
     from rich.table import Table
 
-    console = Console()
-    comps = args.components.split(",") if args.components else None
-    rewards, groups, names = load_reward_table(args.files, args.group_key, comps, args.group_size)
-    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
-    d = diagnose(rewards, groups, weights, names=names, q_threshold=args.q_threshold,
-                 estimators=args.estimators.split(","))
-    summary = d.summary()
-    console.print(
-        f"{rewards.shape[0]} samples, {summary['groups']} groups "
-        f"({summary['active_groups']} active, {summary['singleton_groups']} singleton), "
-        f"{len(names)} components"
-    )
     t = Table(title="Per component: denominator share, zero variance, influence on the advantage")
     t.add_column("component")
     t.add_column("share of S", justify="right")
@@ -153,33 +187,86 @@ def run(args: argparse.Namespace) -> int:
     for k, name in enumerate(names):
         t.add_row(
             name,
-            f"{summary['share'][name]:.3f}",  # type: ignore[index]
-            f"{summary['zero_variance_frac'][name]:.2f}",  # type: ignore[index]
+            f"{summary['share'][name]:.3f}",
+            f"{summary['zero_variance_frac'][name]:.2f}",
             *(f"{float(v[k]):.3f}" for v in d.influence.values()),
         )
-    console.print(t)
-    corr = mean_correlation(d)
-    t2 = Table(title="Mean within-group correlation (zero-variance rows count as 0)")
-    t2.add_column("")
+    return t
+
+
+def correlation_table(corr: torch.Tensor, names: list[str]) -> Any:
+    from rich.table import Table
+
+    t = Table(title="Mean within-group correlation (zero-variance rows count as 0)")
+    t.add_column("")
     for n in names:
-        t2.add_column(n, justify="right")
+        t.add_column(n, justify="right")
     for i, n in enumerate(names):
-        t2.add_row(n, *(f"{float(corr[i, j]):.2f}" for j in range(len(names))))
-    console.print(t2)
+        t.add_row(n, *(f"{float(corr[i, j]):.2f}" for j in range(len(names))))
+    return t
+
+
+def drowned_components(d: Diagnosis, summary: dict[str, Any], names: list[str]) -> list[str]:
+    """Components with under 5 % of S whose GRPO influence is under half a fair share."""
+    grpo = d.influence.get("grpo")
+    if grpo is None:
+        return []
+    return [
+        n
+        for k, n in enumerate(names)
+        if summary["share"][n] < 0.05 and float(grpo[k]) < 0.5 / len(names)
+    ]
+
+
+def write_outputs(d: Diagnosis, summary: dict[str, Any], corr: torch.Tensor, out: Path) -> list[Path]:
+    """``inspect.json``, and the heatmap when matplotlib (the ``plots`` extra) is there."""
+    from corrgrpo.cli.errors import is_installed
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "inspect.json"]
+    written[0].write_text(
+        json.dumps({"summary": summary, "mean_correlation": corr.tolist()}, indent=2)
+    )
+    if is_installed("matplotlib"):
+        heatmap(d, out / "correlation.png")
+        written.append(out / "correlation.png")
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    from corrgrpo.cli.errors import is_installed
+    from corrgrpo.cli.output import make_console, print_path, print_table
+
+    comps, weights, estimators = parse_options(args)
+    rewards, groups, names = load_reward_table(args.files, args.group_key, comps, args.group_size)
+    if weights is not None and len(weights) != len(names):
+        raise ValueError(f"--weights has {len(weights)} numbers for {len(names)} components")
+    from corrgrpo.diagnostics import diagnose
+
+    d = diagnose(rewards, groups, weights, names=names, q_threshold=args.q_threshold,
+                 estimators=estimators)
+    summary: dict[str, Any] = d.summary()
+    console = make_console()
+    console.print(
+        f"{rewards.shape[0]} samples, {summary['groups']} groups "
+        f"({summary['active_groups']} active, {summary['singleton_groups']} singleton), "
+        f"{len(names)} components"
+    )
+    print_table(console, component_table(d, summary, names))
+    corr = mean_correlation(d)
+    print_table(console, correlation_table(corr, names))
     console.print(
         f"mean Q = {summary['q_mean']:.3f}, mean c_q (CorrGRPO/GRPO scale) = "
         f"{summary['c_q_mean']:.3f}, near-singular groups (Q < {args.q_threshold}) = "
         f"{summary['near_singular_groups']}, mean min eigenvalue = {summary['min_eigenvalue_mean']:.3f}"
     )
-    drowned = [n for n in names if summary["share"][n] < 0.05 and d.influence.get("grpo") is not None  # type: ignore[index]
-               and float(d.influence["grpo"][names.index(n)]) < 0.5 / len(names)]
+    drowned = drowned_components(d, summary, names)
     if drowned:
         console.print(f"[yellow]under GRPO these components barely move the advantage: {', '.join(drowned)}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "inspect.json").write_text(json.dumps({"summary": summary, "mean_correlation": corr.tolist()}, indent=2))
-    heatmap(d, out / "correlation.png")
-    console.print(f"wrote {out / 'inspect.json'} and {out / 'correlation.png'}")
+    for path in write_outputs(d, summary, corr, Path(args.out)):
+        print_path(console, "wrote ", path)
+    if not is_installed("matplotlib"):
+        console.print("no heatmap: it needs matplotlib, pip install 'corrgrpo[plots]'", markup=False)
     return 0
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any
 
 # corrgrpo's own options; after '--' they would silently become TRL options
@@ -26,6 +25,7 @@ _OWN_OPTIONS = {
     "estimator",
     "estimator_option",
     "dry_run",
+    "check_trainer",
     "runs_root",
     "set",
     "estimators",
@@ -47,7 +47,12 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the resolved run settings and trainer config as JSON and exit",
+        help="check everything that needs no model, print the resolved settings as JSON, exit",
+    )
+    parser.add_argument(
+        "--check-trainer",
+        action="store_true",
+        help="with --dry-run: also build TRL's full trainer config (needs the trl extra; slower)",
     )
     add_passthrough_argument(parser)
     parser.set_defaults(func=run)
@@ -100,6 +105,7 @@ def resolve_settings(args: argparse.Namespace) -> Any:
     from corrgrpo.training.settings import (
         apply_overrides,
         default_settings,
+        describe_device,
         load_recipe,
         parse_assignments,
         parse_passthrough,
@@ -146,41 +152,56 @@ def resolve_settings(args: argparse.Namespace) -> Any:
         trainer.update(trainer_keys)
     if trainer:
         flags["trainer"] = trainer
-    return apply_overrides(settings, flags)
+    resolved = apply_overrides(settings, flags)
+    if resolved.model is None:
+        return resolved
+    return apply_overrides(resolved, {"device": describe_device(resolved)})
 
 
-def dry_run_report(settings: Any) -> dict[str, Any]:
-    """The resolved settings and the full trainer config a run would use (nothing is loaded)."""
-    from corrgrpo.domains import get_task
-    from corrgrpo.training.settings import apply_overrides, build_trainer_config, world_size
+def dry_run_report(settings: Any, *, check_trainer: bool = False) -> dict[str, Any]:
+    """The resolved settings, checks and trainer options of a run; nothing is loaded.
 
-    task = get_task(settings.task, **settings.task_options)
-    output_dir = settings.output_dir or "<new run folder>"
-    notes: list[str] = []
-    try:
-        config = build_trainer_config(settings, output_dir, task.weights)
-    except ValueError as error:
-        # GPU recipes (bf16) cannot build on a machine without an accelerator; check the rest.
-        if "bf16" not in str(error) or settings.trainer.get("use_cpu"):
-            raise
-        cpu = apply_overrides(settings, {"trainer": {"use_cpu": True}})
-        config = build_trainer_config(cpu, output_dir, task.weights)
-        notes.append(f"validated with use_cpu=true here ({error}); the run itself needs a GPU")
+    ``check_trainer`` also builds TRL's full config (imports TRL: seconds, not milliseconds).
+    """
+    from corrgrpo.training.preflight import check_settings
+    from corrgrpo.training.settings import trainer_options, trainer_value, world_size
+
+    task, notes = check_settings(settings, dry_run=True)
+    options = trainer_options(settings, task.weights)
     per_step = (
-        config.per_device_train_batch_size * config.gradient_accumulation_steps * world_size()
+        trainer_value(options, "per_device_train_batch_size")
+        * trainer_value(options, "gradient_accumulation_steps")
+        * world_size()
     )
+    generations = trainer_value(options, "num_generations")
+    trainer = full_trainer_config(settings, task, notes) if check_trainer else options
+    if not check_trainer:
+        notes.append("trainer option names are checked against TRL by --check-trainer or the run")
     return {
         "settings": settings.to_dict(),
         "reward_components": dict(zip(task.component_names, task.weights, strict=True)),
         "effective": {
             "processes": world_size(),
             "completions_per_step": per_step,
-            "prompts_per_step": per_step // config.num_generations,
-            "num_generations": config.num_generations,
+            "prompts_per_step": per_step // generations,
+            "num_generations": generations,
         },
-        "trainer": config.to_dict(),
+        "trainer": trainer,
         "notes": notes,
     }
+
+
+def full_trainer_config(settings: Any, task: Any, notes: list[str]) -> dict[str, Any]:
+    """TRL's complete config of the run (a bf16 recipe is built with use_cpu on a CPU)."""
+    from corrgrpo.cli.errors import require_extra
+    from corrgrpo.training.settings import apply_overrides, build_trainer_config, gpu_available
+
+    require_extra("trl", "trl", "transformers", "accelerate", purpose="--check-trainer")
+    output_dir = settings.output_dir or "<new run folder>"
+    if settings.trainer.get("bf16") is True and not gpu_available():
+        settings = apply_overrides(settings, {"trainer": {"use_cpu": True, "bf16": False}})
+    config: dict[str, Any] = build_trainer_config(settings, output_dir, task.weights).to_dict()
+    return config
 
 
 def summary_table(result: Any) -> Any:
@@ -210,38 +231,39 @@ def _fmt(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from corrgrpo.cli.errors import require_extra
+    from corrgrpo.cli.output import make_console, print_path, print_table
 
-    console = Console()
-    try:
-        settings = resolve_settings(args)
-        if args.dry_run:
-            print(json.dumps(dry_run_report(settings), indent=2, sort_keys=True, default=str))
-            return 0
-    except (ValueError, TypeError, FileNotFoundError) as error:
-        print(f"corrgrpo train: {error}", file=sys.stderr)
-        return 2
+    if args.dry_run:
+        report = dry_run_report(resolve_settings(args), check_trainer=args.check_trainer)
+        print(json.dumps(report, indent=2, sort_keys=True, default=str))
+        return 0
+    require_extra("trl", "trl", "transformers", "accelerate", purpose="training")
+    from corrgrpo.training.preflight import check_settings
+
+    check_settings(resolve_settings(args))  # in a fraction of a second, before torch loads
+    import torch  # noqa: F401  (now the device-aware defaults ask torch itself)
 
     from corrgrpo.training.run import train
 
-    model = settings.model or "tiny local model"
+    settings = resolve_settings(args)
+    check_settings(settings)
+    console = make_console()
     main = os.environ.get("RANK", "0") == "0"  # torchrun: only the first process reports
     if main:
         console.print(
-            f"[bold]corrgrpo train[/bold]: task={settings.task} model={model} "
-            f"estimator={settings.estimator} seed={settings.seed}"
+            f"[bold]corrgrpo train[/bold]: task={settings.task} "
+            f"model={settings.model or 'tiny local model'} estimator={settings.estimator} "
+            f"seed={settings.seed}" + (f" ({settings.device})" if settings.device else "")
         )
-    try:
-        result = train(settings, console=console)
-    except (FileExistsError, ValueError) as error:  # e.g. an earlier run's folder, a bad option
-        print(f"corrgrpo train: {error}", file=sys.stderr)
-        return 2
+    result = train(settings, console=console)
     if not result.main_process:
         return 0
-    console.print(summary_table(result))
+    print_table(console, summary_table(result))
     console.print(
-        f"wall time {result.wall_seconds:.0f}s (training {result.train_seconds:.0f}s); "
-        f"metrics: {result.path / 'metrics.jsonl'}"
-        + (f"; curves: {result.plot}" if result.plot else "")
+        f"wall time {result.wall_seconds:.0f}s (training {result.train_seconds:.0f}s)"
     )
+    print_path(console, "metrics: ", result.path / "metrics.jsonl")
+    if result.plot:
+        print_path(console, "curves: ", result.plot)
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -40,11 +40,6 @@ def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(finite) if finite else float("nan")
 
 
-def _std(values: Sequence[float]) -> float:
-    finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    return statistics.stdev(finite) if len(finite) > 1 else 0.0
-
-
 def by_estimator(runs: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
     out: dict[str, list[RunSummary]] = {}
     for run in runs:
@@ -52,18 +47,62 @@ def by_estimator(runs: Sequence[RunSummary]) -> dict[str, list[RunSummary]]:
     return out
 
 
+@dataclass(frozen=True)
+class SeedStats:
+    """One estimator's metric over its seeds: mean, sample std, count, 95 % CI of the mean."""
+
+    mean: float
+    std: float
+    n: int
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> SeedStats:
+        finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+        n = len(finite)
+        mean = statistics.fmean(finite) if finite else math.nan
+        std = statistics.stdev(finite) if n > 1 else 0.0
+        half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.inf
+        return cls(mean, std, n, mean - half, mean + half)
+
+    def cell(self) -> str:
+        if self.n < 2:
+            return f"{self.mean:.3f} (n={self.n})"
+        return f"{self.mean:.3f} ± {self.std:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        finite = math.isfinite(self.low) and math.isfinite(self.high)
+        return {
+            "mean": self.mean,
+            "std": self.std,
+            "n": self.n,
+            "ci95": [self.low, self.high] if finite else None,
+        }
+
+
+# two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom
+_T_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+MIN_SEEDS = 3
+
+
+def t_quantile_975(dof: int) -> float:
+    """The 97.5 % quantile of Student's t (normal beyond 30 degrees of freedom)."""
+    if dof < 1:
+        return math.inf
+    return _T_975[dof - 1] if dof <= len(_T_975) else 1.960
+
+
 def final_table(
     runs: Sequence[RunSummary], metrics: Sequence[str]
-) -> dict[str, dict[str, tuple[float, float]]]:
-    """estimator -> metric -> (mean, std over seeds) of the after-training evaluation."""
+) -> dict[str, dict[str, SeedStats]]:
+    """estimator -> metric -> statistics over seeds of the after-training evaluation."""
     return {
-        est: {
-            m: (
-                _mean([r.end.get(m, math.nan) for r in rs]),
-                _std([r.end.get(m, math.nan) for r in rs]),
-            )
-            for m in metrics
-        }
+        est: {m: SeedStats.of([r.end.get(m, math.nan) for r in rs]) for m in metrics}
         for est, rs in by_estimator(runs).items()
     }
 
@@ -86,7 +125,7 @@ def dominates(q: Sequence[float], p: Sequence[float]) -> bool:
     return all(a >= b for a, b in pairs) and any(a > b for a, b in pairs)
 
 
-def pareto_front(points: dict[str, Sequence[float]]) -> list[str]:
+def pareto_front(points: Mapping[str, Sequence[float]]) -> list[str]:
     """Names whose vector no other vector dominates."""
     return [
         name
@@ -95,31 +134,38 @@ def pareto_front(points: dict[str, Sequence[float]]) -> list[str]:
     ]
 
 
-def verdict_lines(
-    table: dict[str, dict[str, tuple[float, float]]], metrics: Sequence[str]
-) -> list[str]:
-    """One plain sentence per metric: who has the highest mean and whether it is clear.
+def verdict_lines(table: dict[str, dict[str, SeedStats]], metrics: Sequence[str]) -> list[str]:
+    """One plain sentence per metric: who has the highest mean and whether the seeds support it.
 
-    A lead is called clear when it exceeds the larger seed standard deviation of the two
-    estimators compared, otherwise it is within seed noise.
+    With fewer than :data:`MIN_SEEDS` seeds on either side the verdict is "not enough seeds";
+    when the 95 % confidence intervals of the two best means overlap it is "no clear
+    difference"; only separate intervals make a "clear lead".
     """
     lines = []
     for metric in metrics:
-        ranked = sorted(table, key=lambda e: table[e][metric][0], reverse=True)
-        best = ranked[0]
-        mean, std = table[best][metric]
+        ranked = sorted(table, key=lambda e: _sort_key(table[e][metric]), reverse=True)
+        best = table[ranked[0]][metric]
         if len(ranked) == 1:
-            lines.append(f"- **{metric}**: {best} {mean:.3f}")
+            lines.append(f"- **{metric}**: {ranked[0]} {best.cell()} (nothing to compare with)")
             continue
-        second = ranked[1]
-        mean2, std2 = table[second][metric]
-        lead = mean - mean2
-        strength = "clear" if lead > max(std, std2) else "within seed noise"
+        second = table[ranked[1]][metric]
         lines.append(
-            f"- **{metric}**: {best} {mean:.3f} ± {std:.3f} ahead of {second} "
-            f"{mean2:.3f} ± {std2:.3f} (lead {lead:+.3f}, {strength})"
+            f"- **{metric}**: {ranked[0]} {best.cell()} ahead of {ranked[1]} {second.cell()} "
+            f"(lead {best.mean - second.mean:+.3f}; {_strength(best, second)})"
         )
     return lines
+
+
+def _sort_key(stats: SeedStats) -> float:
+    return stats.mean if math.isfinite(stats.mean) else -math.inf
+
+
+def _strength(best: SeedStats, second: SeedStats) -> str:
+    if min(best.n, second.n) < MIN_SEEDS:
+        return f"not enough seeds: {min(best.n, second.n)}, a verdict needs {MIN_SEEDS} or more"
+    if best.low <= second.high:
+        return "no clear difference: the 95 % confidence intervals overlap"
+    return "clear lead: the 95 % confidence intervals do not overlap"
 
 
 def _seed_curves(
@@ -206,6 +252,163 @@ def plot_diagnostics(runs: Sequence[RunSummary], out: Path, window: int = 5) -> 
     return save_figure(fig, out)
 
 
+_DIAGNOSTIC_COLUMNS = (
+    "corrgrpo/advantage_abs_mean",
+    "corrgrpo/q_mean",
+    "corrgrpo/c_q_mean",
+    "corrgrpo/near_singular_groups",
+    "corrgrpo/guard_triggers",
+    "reward_std",
+)
+
+
+@dataclass
+class ReportData:
+    """Everything the report's sections are written from."""
+
+    runs: Sequence[RunSummary]
+    components: Sequence[str]
+    weights: Sequence[float]
+    metrics: list[str]
+    table: dict[str, dict[str, SeedStats]]
+    before: dict[str, dict[str, float]]
+    diagnostics: dict[str, dict[str, float]]
+    front: list[str]
+
+    @classmethod
+    def of(
+        cls, runs: Sequence[RunSummary], components: Sequence[str], weights: Sequence[float]
+    ) -> ReportData:
+        metrics = [*components, "total"]
+        table = final_table(runs, metrics)
+        before = {
+            est: {m: _mean([r.start.get(m, math.nan) for r in rs]) for m in metrics}
+            for est, rs in by_estimator(runs).items()
+        }
+        front = pareto_front(cls.component_means(table, components))
+        return cls(runs, components, weights, metrics, table, before, diagnostics_table(runs),
+                   front)
+
+    @staticmethod
+    def component_means(
+        table: dict[str, dict[str, SeedStats]], components: Sequence[str]
+    ) -> dict[str, list[float]]:
+        return {e: [table[e][c].mean for c in components] for e in table}
+
+
+def final_section(data: ReportData, budget: str, title: str) -> list[str]:
+    seeds = sorted({r.seed for r in data.runs})
+    header = " | ".join(
+        f"{m} (w={w:g})" for m, w in zip(data.components, data.weights, strict=True)
+    )
+    lines = [
+        f"# {title}",
+        "",
+        budget,
+        "",
+        f"Estimators: {', '.join(data.table)}; seeds: {', '.join(map(str, seeds))}. "
+        "Final numbers are the after-training evaluation (same prompts, samples and "
+        "sampling seed for every run): mean ± standard deviation over seeds [95 % confidence "
+        "interval of the mean, Student's t].",
+        "",
+        "## Final per-component means",
+        "",
+        f"| estimator | {header} | total |",
+        "|---|" + "---:|" * len(data.metrics),
+    ]
+    for est, row in data.table.items():
+        lines.append(f"| {est} | " + " | ".join(row[m].cell() for m in data.metrics) + " |")
+    first = next(iter(data.before.values()))
+    lines.append(
+        "| *before training* | " + " | ".join(f"{first[m]:.3f}" for m in data.metrics) + " |"
+    )
+    return lines
+
+
+def verdict_section(data: ReportData) -> list[str]:
+    means = data.component_means(data.table, data.components)
+    dominated = [
+        f"{e} (by {', '.join(d for d in data.front if dominates(means[d], means[e]))})"
+        for e in data.table
+        if e not in data.front
+    ]
+    pareto = (
+        f"Dominated (another estimator at least as good on every component): "
+        f"{'; '.join(dominated)}."
+        if dominated
+        else "No estimator is dominated."
+    )
+    return [
+        "",
+        "## Which estimator won on what, at this scale",
+        "",
+        *verdict_lines(data.table, data.metrics),
+        "",
+        f"Pareto front of the seed-mean component vectors: {', '.join(data.front)}. {pareto}",
+    ]
+
+
+def diagnostics_section(data: ReportData, curves: Path, pareto: Path, diag_png: Path) -> list[str]:
+    lines = [
+        "",
+        "## Learning curves (training-batch means, seed mean; band = seed min..max)",
+        "",
+        f"![learning curves]({curves.name})",
+        "",
+        "## Pareto scatter of final per-component means",
+        "",
+        f"![pareto]({pareto.name})",
+        "",
+        "## Advantage-scale diagnostics (mean over steps and seeds)",
+        "",
+        "| estimator | mean abs advantage | mean Q | mean c_q | near-singular groups/step "
+        "| guard triggers/step | total-reward std |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for est, row in data.diagnostics.items():
+        cells = [f"{row[k]:.4g}" if math.isfinite(row[k]) else "-" for k in _DIAGNOSTIC_COLUMNS]
+        lines.append(f"| {est} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Q and c_q describe the reward groups (c_q = CorrGRPO's advantage over GRPO's in the "
+        "same group), so they are logged for every estimator; mean abs advantage is the "
+        "estimator's own.",
+        "",
+        f"![diagnostics]({diag_png.name})",
+    ]
+    return lines
+
+
+def runs_section(runs: Sequence[RunSummary]) -> list[str]:
+    lines = ["", "## Runs", "", "| estimator | seed | wall s | folder |", "|---|---:|---:|---|"]
+    lines += [f"| {r.estimator} | {r.seed} | {r.wall_seconds:.0f} | {r.path} |" for r in runs]
+    return lines
+
+
+def results_json(data: ReportData) -> dict[str, Any]:
+    """All the report's numbers (``results.json``)."""
+    return {
+        "components": list(data.components),
+        "weights": list(data.weights),
+        "final": {e: {m: v.to_dict() for m, v in t.items()} for e, t in data.table.items()},
+        "verdicts": verdict_lines(data.table, data.metrics),
+        "before": data.before,
+        "diagnostics": data.diagnostics,
+        "pareto_front": data.front,
+        "runs": [
+            {
+                "estimator": r.estimator,
+                "seed": r.seed,
+                "path": r.path,
+                "start": r.start,
+                "end": r.end,
+                "wall_seconds": r.wall_seconds,
+            }
+            for r in data.runs
+        ],
+    }
+
+
 def write_report(
     out_dir: str | Path,
     runs: Sequence[RunSummary],
@@ -220,126 +423,18 @@ def write_report(
         raise ValueError("write_report needs at least one finished run")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = [*components, "total"]
-    table = final_table(runs, metrics)
-    start = {
-        est: {m: _mean([r.start.get(m, math.nan) for r in rs]) for m in metrics}
-        for est, rs in by_estimator(runs).items()
-    }
-    diags = diagnostics_table(runs)
+    data = ReportData.of(runs, components, weights)
     curves = plot_learning_curves(runs, components, out_dir / "curves.png")
     pareto = plot_pareto(runs, components, out_dir / "pareto.png")
     diag_png = plot_diagnostics(runs, out_dir / "diagnostics.png")
-    front = pareto_front({e: [table[e][c][0] for c in components] for e in table})
-    seeds = sorted({r.seed for r in runs})
-
-    lines = [f"# {title}", "", budget, ""]
-    lines += [
-        f"Estimators: {', '.join(table)}; seeds: {', '.join(map(str, seeds))}. "
-        "Final numbers are the after-training evaluation (same prompts, samples and "
-        "sampling seed for every run), mean ± standard deviation over seeds.",
-        "",
-        "## Final per-component means",
-        "",
-        "| estimator | "
-        + " | ".join(f"{m} (w={w:g})" for m, w in zip(components, weights, strict=True))
-        + " | total |",
-        "|---|" + "---:|" * len(metrics),
+    lines = [
+        *final_section(data, budget, title),
+        *verdict_section(data),
+        *diagnostics_section(data, curves, pareto, diag_png),
+        *runs_section(runs),
     ]
-    for est in table:
-        cells = [f"{table[est][m][0]:.3f} ± {table[est][m][1]:.3f}" for m in metrics]
-        lines.append(f"| {est} | " + " | ".join(cells) + " |")
-    any_est = next(iter(start))
-    lines.append(
-        "| *before training* | " + " | ".join(f"{start[any_est][m]:.3f}" for m in metrics) + " |"
-    )
-    lines += ["", "## Which estimator won on what, at this scale", ""]
-    lines += verdict_lines(table, metrics)
-    means = {e: [table[e][c][0] for c in components] for e in table}
-    dominated = [
-        f"{e} (by {', '.join(d for d in front if dominates(means[d], means[e]))})"
-        for e in table
-        if e not in front
-    ]
-    lines += [
-        "",
-        f"Pareto front of the seed-mean component vectors: {', '.join(front)}. "
-        + (
-            f"Dominated (another estimator at least as good on every component): {'; '.join(dominated)}."
-            if dominated
-            else "No estimator is dominated."
-        ),
-        "",
-        "## Learning curves (training-batch means, seed mean; band = seed min..max)",
-        "",
-        f"![learning curves]({curves.name})",
-        "",
-        "## Pareto scatter of final per-component means",
-        "",
-        f"![pareto]({pareto.name})",
-        "",
-        "## Advantage-scale diagnostics (mean over steps and seeds)",
-        "",
-        "| estimator | mean abs advantage | mean Q | mean c_q | near-singular groups/step | guard triggers/step | total-reward std |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for est, row in diags.items():
-        lines.append(
-            f"| {est} | "
-            + " | ".join(
-                f"{row[k]:.4g}" if math.isfinite(row[k]) else "-"
-                for k in (
-                    "corrgrpo/advantage_abs_mean",
-                    "corrgrpo/q_mean",
-                    "corrgrpo/c_q_mean",
-                    "corrgrpo/near_singular_groups",
-                    "corrgrpo/guard_triggers",
-                    "reward_std",
-                )
-            )
-            + " |"
-        )
-    lines += [
-        "",
-        "Q and c_q describe the reward groups (c_q = CorrGRPO's advantage over GRPO's in the "
-        "same group), so they are logged for every estimator; mean abs advantage is the "
-        "estimator's own.",
-        "",
-        f"![diagnostics]({diag_png.name})",
-        "",
-        "## Runs",
-        "",
-        "| estimator | seed | wall s | folder |",
-        "|---|---:|---:|---|",
-    ]
-    for r in runs:
-        lines.append(f"| {r.estimator} | {r.seed} | {r.wall_seconds:.0f} | {r.path} |")
     report = out_dir / "report.md"
     report.write_text("\n".join(lines) + "\n")
-    (out_dir / "results.json").write_text(
-        json.dumps(
-            {
-                "components": list(components),
-                "weights": list(weights),
-                "final": {e: {m: list(v) for m, v in t.items()} for e, t in table.items()},
-                "before": start,
-                "diagnostics": diags,
-                "pareto_front": front,
-                "runs": [
-                    {
-                        "estimator": r.estimator,
-                        "seed": r.seed,
-                        "path": r.path,
-                        "start": r.start,
-                        "end": r.end,
-                        "wall_seconds": r.wall_seconds,
-                    }
-                    for r in runs
-                ],
-            },
-            indent=2,
-            default=lambda v: None,
-        )
-        + "\n"
-    )
+    text = json.dumps(results_json(data), indent=2, default=lambda v: None)
+    (out_dir / "results.json").write_text(text + "\n")
     return report

@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,22 @@ COMMON_TRAINER_DEFAULTS: dict[str, Any] = {
     "report_to": "none",
     "save_strategy": "no",
     "disable_tqdm": True,  # the rich progress bar replaces TRL's tqdm
+}
+
+# --model runs on a machine without a GPU: what the CPU supports.
+CPU_TRAINER_DEFAULTS: dict[str, Any] = {
+    "bf16": False,
+    "use_cpu": True,
+    "model_init_kwargs": {"dtype": "float32"},
+}
+
+# TRL's defaults (GRPOConfig) of the options corrgrpo computes with before importing TRL;
+# a test checks them against TRL itself.
+TRL_DEFAULTS: dict[str, Any] = {
+    "num_generations": 8,
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "max_steps": -1,
 }
 
 # The embedded default run: toy task, tiny local model, CPU, a few minutes on two cores.
@@ -86,6 +103,9 @@ class RunSettings:
     eval_split: str = "eval"
     prompts_per_step: int | None = None
     max_prompt_length: int | None = None
+    #: what the device-aware defaults chose for ``--model`` runs, and why (set by
+    #: :func:`default_settings`, recorded in the run folder's ``config.json``)
+    device: str | None = None
     trainer: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,11 +116,50 @@ _SETTINGS_FIELDS = {f.name for f in dataclasses.fields(RunSettings)}
 
 
 def default_settings(model: str | None = None) -> RunSettings:
-    """The built-in defaults: the embedded toy run without a model, generic ones with."""
+    """The built-in defaults: the embedded toy run without a model, generic ones with.
+
+    With a model the precision follows the machine: bf16 where a GPU is found, else float32
+    weights with bf16 off and ``use_cpu`` on (TRL's own default, bf16, fails on a CPU).
+    """
     trainer = dict(COMMON_TRAINER_DEFAULTS)
     if model is None:
         trainer.update(TOY_TRAINER_DEFAULTS)
-    return RunSettings(model=model, trainer=trainer)
+        return RunSettings(model=model, trainer=trainer)
+    if gpu_available():
+        trainer["bf16"] = True
+    else:
+        trainer.update(CPU_TRAINER_DEFAULTS)
+    settings = RunSettings(model=model, trainer=trainer)
+    return dataclasses.replace(settings, device=describe_device(settings))
+
+
+def describe_device(settings: RunSettings) -> str:
+    """What a ``--model`` run will use, after the recipe and flags (for ``config.json``)."""
+    trainer = settings.trainer
+    dtype = (trainer.get("model_init_kwargs") or {}).get("dtype", "as saved in the checkpoint")
+    found = "GPU found" if gpu_available() else "no GPU found"
+    on_off = {True: "on", False: "off", None: "TRL's default"}
+    return (
+        f"{found}: bf16 {on_off.get(trainer.get('bf16'), trainer.get('bf16'))}, "
+        f"use_cpu {on_off.get(trainer.get('use_cpu', False), trainer.get('use_cpu'))}, "
+        f"weights {dtype}"
+    )
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA (or ROCm) device is usable, found without importing torch if possible.
+
+    Once torch is imported (a real run) its answer is used; before that (``--dry-run``, which
+    must stay fast) the device files of the NVIDIA and AMD drivers are looked at.
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    if "torch" in sys.modules:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    return any(Path("/dev").glob("nvidia[0-9]*")) or Path("/dev/kfd").exists()
 
 
 def load_recipe(path: str | Path) -> dict[str, Any]:
@@ -218,46 +277,56 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
     return value
 
 
-def trainer_kwargs(settings: RunSettings, reward_weights: Sequence[float]) -> dict[str, Any]:
-    """The ``CorrGRPOConfig`` keyword arguments of ``settings`` (checked against its fields)."""
-    from corrgrpo.integrations.trl import CorrGRPOConfig
+def trainer_options(settings: RunSettings, reward_weights: Sequence[float]) -> dict[str, Any]:
+    """The ``CorrGRPOConfig`` keyword arguments of ``settings``, without importing TRL.
 
-    fields = {f.name: f for f in dataclasses.fields(CorrGRPOConfig) if f.init}
+    Option names are checked against TRL's fields by :func:`trainer_kwargs`; everything that
+    needs no TRL (reserved keys, the derived gradient accumulation) is checked here.
+    """
     kwargs = dict(settings.trainer)
-    unknown = sorted(set(kwargs) - set(fields))
-    if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, fields, n=1)
-            hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
-        raise ValueError(f"unknown trainer option(s): {', '.join(hints)}")
     for key in ("advantage_estimator", "seed", "output_dir"):
         if key in kwargs:
             raise ValueError(
                 f"set {key!r} with the run setting (--estimator/--seed/--output-dir), "
                 "not as a trainer option"
             )
-    kwargs = {k: _coerce(k, v, fields[k].type) for k, v in kwargs.items()}
     kwargs["advantage_estimator"] = settings.estimator
     if settings.estimator_options:
         kwargs["estimator_options"] = dict(settings.estimator_options)
     kwargs["seed"] = settings.seed
     kwargs.setdefault("reward_weights", [float(w) for w in reward_weights])
     if settings.prompts_per_step is not None:
-        kwargs["gradient_accumulation_steps"] = _accumulation_steps(settings, kwargs, fields)
+        kwargs["gradient_accumulation_steps"] = _accumulation_steps(settings, kwargs)
     return kwargs
 
 
-def _accumulation_steps(
-    settings: RunSettings, kwargs: Mapping[str, Any], fields: Mapping[str, Any]
-) -> int:
+def trainer_kwargs(settings: RunSettings, reward_weights: Sequence[float]) -> dict[str, Any]:
+    """:func:`trainer_options` checked against ``CorrGRPOConfig``'s fields (imports TRL)."""
+    from corrgrpo.integrations.trl import CorrGRPOConfig
+
+    fields = {f.name: f for f in dataclasses.fields(CorrGRPOConfig) if f.init}
+    unknown = sorted(set(settings.trainer) - set(fields))
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, fields, n=1)
+            hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+        raise ValueError(f"unknown trainer option(s): {', '.join(hints)}")
+    kwargs = trainer_options(settings, reward_weights)
+    return {k: _coerce(k, v, fields[k].type) for k, v in kwargs.items()}
+
+
+def trainer_value(options: Mapping[str, Any], key: str) -> Any:
+    """An option's value, or TRL's default for the few options corrgrpo computes with."""
+    return options.get(key, TRL_DEFAULTS[key])
+
+
+def _accumulation_steps(settings: RunSettings, kwargs: Mapping[str, Any]) -> int:
     prompts = settings.prompts_per_step
     if not isinstance(prompts, int) or prompts < 1:
         raise ValueError(f"prompts_per_step must be a positive integer, got {prompts!r}")
-    generations = kwargs.get("num_generations", fields["num_generations"].default)
-    per_device = kwargs.get(
-        "per_device_train_batch_size", fields["per_device_train_batch_size"].default
-    )
+    generations = trainer_value(kwargs, "num_generations")
+    per_device = trainer_value(kwargs, "per_device_train_batch_size")
     per_step = per_device * world_size()
     completions = prompts * generations
     if completions % per_step:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 from corrgrpo.domains.agent.suites import (
@@ -110,30 +111,86 @@ def _task_sort_key(task_id: str) -> tuple[str, int]:
     return (prefix, int(number) if number.isdigit() else -1)
 
 
+def _suite_cases(
+    suite_name: str,
+    split: str,
+    attacks: tuple[str, ...],
+    benchmark_version: str,
+    target_model_name: str,
+    include_clean: bool,
+) -> Iterator[AgentCase]:
+    """One suite's cases of ``split``; each attacked case's injections are made when reached."""
+    suite = get_suite(suite_name, benchmark_version)
+    injection_ids = sorted(suite.injection_tasks, key=_task_sort_key)
+    for user_task_id in sorted(suite.user_tasks, key=_task_sort_key):
+        if split != "all" and split_of(suite_name, user_task_id) != split:
+            continue  # the split is decided per user task: skip before any injection work
+        if include_clean:
+            yield AgentCase(suite_name, user_task_id, benchmark_version=benchmark_version)
+        for attack in attacks:
+            for injection_task_id in injection_ids:
+                injections = attack_injections(
+                    attack, suite_name, user_task_id, injection_task_id,
+                    benchmark_version, target_model_name,
+                )
+                yield AgentCase(
+                    suite_name, user_task_id, injection_task_id, attack, injections,
+                    benchmark_version,
+                )
+
+
+def iter_cases(
+    split: str = "all",
+    *,
+    suites: Sequence[str] | None = None,
+    attacks: Sequence[str] = DEFAULT_ATTACKS,
+    benchmark_version: str = DEFAULT_BENCHMARK_VERSION,
+    target_model_name: str = DEFAULT_TARGET_MODEL_NAME,
+    include_clean: bool = True,
+) -> Iterator[AgentCase]:
+    """The cases of ``split`` ("train", "eval" or "all") one at a time, in a fixed order.
+
+    Per suite and user task: the clean case, then each attack's pairs with every injection
+    task. Nothing is built ahead: the first case comes as soon as its suite is loaded, and
+    ``itertools.islice`` takes a few cases without building the rest. The split and suite
+    names are checked at once, not when iteration starts.
+    """
+    chosen = _checked_suites(split, suites, benchmark_version)
+    return (
+        case
+        for suite_name in chosen
+        for case in _suite_cases(
+            suite_name, split, tuple(attacks), benchmark_version, target_model_name, include_clean
+        )
+    )
+
+
+def _checked_suites(
+    split: str, suites: Sequence[str] | None, benchmark_version: str
+) -> tuple[str, ...]:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    available = suite_names(benchmark_version)
+    chosen = tuple(suites) if suites else available
+    unknown = [s for s in chosen if s not in available]
+    if unknown:
+        raise ValueError(f"unknown suites {unknown}; {benchmark_version} has {list(available)}")
+    return chosen
+
+
 @lru_cache(maxsize=4)
 def _all_cases(
-    benchmark_version: str, attacks: tuple[str, ...], suites: tuple[str, ...], target_model_name: str
+    suites: tuple[str, ...] | None,
+    attacks: tuple[str, ...],
+    benchmark_version: str,
+    target_model_name: str,
 ) -> tuple[AgentCase, ...]:
-    cases: list[AgentCase] = []
-    for suite_name in suites:
-        suite = get_suite(suite_name, benchmark_version)
-        user_ids = sorted(suite.user_tasks, key=_task_sort_key)
-        injection_ids = sorted(suite.injection_tasks, key=_task_sort_key)
-        for user_task_id in user_ids:
-            cases.append(AgentCase(suite_name, user_task_id, benchmark_version=benchmark_version))
-            for attack in attacks:
-                for injection_task_id in injection_ids:
-                    injections = attack_injections(
-                        attack, suite_name, user_task_id, injection_task_id,
-                        benchmark_version, target_model_name,
-                    )
-                    cases.append(
-                        AgentCase(
-                            suite_name, user_task_id, injection_task_id, attack, injections,
-                            benchmark_version,
-                        )
-                    )
-    return tuple(cases)
+    return tuple(
+        iter_cases(
+            "all", suites=suites, attacks=attacks, benchmark_version=benchmark_version,
+            target_model_name=target_model_name,
+        )
+    )
 
 
 def build_cases(
@@ -144,21 +201,24 @@ def build_cases(
     benchmark_version: str = DEFAULT_BENCHMARK_VERSION,
     target_model_name: str = DEFAULT_TARGET_MODEL_NAME,
     include_clean: bool = True,
+    limit: int | None = None,
 ) -> list[AgentCase]:
-    """All cases of ``split`` ("train", "eval" or "all"), in a fixed order.
+    """The first ``limit`` (default: all) cases of :func:`iter_cases`, as a list.
 
-    Per suite and user task: the clean case, then each attack's pairs with every injection task.
+    A ``limit`` builds only the cases it returns; whole lists come from every split's cases,
+    built once per process.
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    available = suite_names(benchmark_version)
-    chosen = tuple(suites) if suites else available
-    unknown = [s for s in chosen if s not in available]
-    if unknown:
-        raise ValueError(f"unknown suites {unknown}; {benchmark_version} has {list(available)}")
-    cases = _all_cases(benchmark_version, tuple(attacks), chosen, target_model_name)
+    chosen = iter_cases(
+        split, suites=suites, attacks=attacks, benchmark_version=benchmark_version,
+        target_model_name=target_model_name, include_clean=include_clean,
+    )
+    if limit is not None:
+        return list(islice(chosen, max(0, limit)))
+    everything = _all_cases(
+        tuple(suites) if suites else None, tuple(attacks), benchmark_version, target_model_name
+    )
     return [
-        c for c in cases
+        c for c in everything
         if (split == "all" or c.split == split) and (include_clean or c.attacked)
     ]
 

@@ -112,12 +112,10 @@ def _select_cases(args: argparse.Namespace, attacks: list[str]) -> list[Any]:
     from corrgrpo.domains.agent.cases import build_cases
 
     suites = [s for s in args.suites.split(",") if s] or None
-    cases = build_cases(
+    cases = build_cases(  # with --max-cases only those cases are built
         args.split, suites=suites, attacks=attacks, benchmark_version=args.benchmark_version,
-        include_clean=not args.no_clean,
+        include_clean=not args.no_clean, limit=args.max_cases,
     )
-    if args.max_cases is not None:
-        cases = cases[: args.max_cases]
     if not cases:
         raise ValueError("no cases selected")
     return cases

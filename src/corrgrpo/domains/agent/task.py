@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
-from corrgrpo.domains.agent.cases import AgentCase, build_cases
+from corrgrpo.domains.agent.cases import AgentCase, build_cases, iter_cases
 from corrgrpo.domains.agent.environment import DEFAULT_MAX_TOOL_CHARS, DEFAULT_MAX_TURNS
 from corrgrpo.domains.agent.prompting import initial_messages
 from corrgrpo.domains.agent.rewards import WEIGHTS, r_sec, r_util
@@ -54,14 +55,26 @@ class AgentTask(Task):
         self.max_new_tokens = max_new_tokens
 
     def cases(self, split: str = "train") -> list[AgentCase]:
-        cases = build_cases(
+        """The split's cases; with ``max_cases`` only those are built (not all 1,995)."""
+        return build_cases(
+            split,
+            suites=self.suites,
+            attacks=self.attacks,
+            benchmark_version=self.benchmark_version,
+            include_clean=self.include_clean,
+            limit=self.max_cases,
+        )
+
+    def iter_cases(self, split: str = "train") -> Iterator[AgentCase]:
+        """The split's cases one at a time: the first is served without building the rest."""
+        cases = iter_cases(
             split,
             suites=self.suites,
             attacks=self.attacks,
             benchmark_version=self.benchmark_version,
             include_clean=self.include_clean,
         )
-        return cases[: self.max_cases] if self.max_cases else cases
+        return islice(cases, self.max_cases) if self.max_cases else cases
 
     def load_dataset(self, split: str = "train") -> Any:
         from datasets import Dataset

@@ -225,8 +225,73 @@ def load_api_bank(
     for file in files:
         file_level = level if level is not None else level_of(file)
         for i, record in enumerate(_read_records(file)):
-            rows.append(api_bank_row(record, i, file_level, file.name))
+            row = api_bank_row(record, i, file_level, file.name)
+            # each file counts from 0; ``index`` stays unique across the files of a directory
+            row["index"], row["file_index"] = len(rows), i
+            rows.append(row)
     return rows[:limit] if limit is not None else rows
+
+
+# ---------------------------------------------------------------- aligning predictions
+
+
+def restart_parts(indexes: Sequence[Any]) -> list[int]:
+    """Which part each position is in: a new part starts wherever the index stops growing.
+
+    A file of predictions written per level (or several files concatenated) counts from 0 in
+    every part; the part number tells those repeated indexes apart.
+    """
+    parts, part, previous = [], 0, None
+    for index in indexes:
+        if previous is not None and not _grows(previous, index):
+            part += 1
+        parts.append(part)
+        previous = index
+    return parts
+
+
+def _grows(previous: Any, index: Any) -> bool:
+    try:
+        return bool(index > previous)
+    except TypeError:  # indexes of mixed types: treat each as a new value
+        return True
+
+
+def row_keys(rows: Sequence[Row]) -> list[tuple[int, Any]]:
+    """(part, index) of every row, in the numbering a restarting predictions file uses.
+
+    API-Bank rows from a directory count per file (``file_index``, one part per file); other
+    rows use their own ``index``, split where it restarts.
+    """
+    if rows and all("file_index" in row for row in rows):
+        parts = restart_parts([row["file_index"] for row in rows])
+        return [(p, row["file_index"]) for p, row in zip(parts, rows, strict=True)]
+    indexes = [row.get("index") for row in rows]
+    return list(zip(restart_parts(indexes), indexes, strict=True))
+
+
+def align_by_index(
+    rows: Sequence[Row], indexes: Sequence[Any], values: Sequence[Any], where: str
+) -> list[Any]:
+    """``values`` (one per prediction line, with its ``index``) in the order of ``rows``.
+
+    Unique indexes match the rows' ``index``. Indexes that restart (a file per level, files
+    concatenated) match part by part, never silently by line order.
+    """
+    if len(set(indexes)) == len(indexes):
+        table = dict(zip(indexes, values, strict=True))
+        wanted: list[Any] = [row.get("index") for row in rows]
+    else:
+        # within a part indexes grow, so every (part, index) key is unique
+        table = dict(zip(zip(restart_parts(indexes), indexes, strict=True), values, strict=True))
+        wanted = list(row_keys(rows))
+    missing = [i for i, key in enumerate(wanted) if key not in table]
+    if missing:
+        raise ValueError(
+            f"{where}: no prediction for {len(missing)} of {len(rows)} rows "
+            f"(first: row {missing[0]}, index {rows[missing[0]].get('index')!r})"
+        )
+    return [table[key] for key in wanted]
 
 
 def detect_kind(source: str | Path) -> str:

@@ -100,20 +100,17 @@ def _completion_of(record: Any, line_no: int, path: str) -> str:
 
 
 def read_predictions(path: str | Path, rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Completions aligned to ``rows``: by ``index`` when every line has one, else by order."""
+    """Completions aligned to ``rows``: by ``index`` when every line has one, else by order.
+
+    Indexes that restart (one part per API-Bank level, say) are matched part by part.
+    """
+    from corrgrpo.domains.tools.data import align_by_index
+
     records: list[Any] = read_jsonl(path)
     completions = [_completion_of(r, n, str(path)) for n, r in enumerate(records, start=1)]
-    row_ids = [row.get("index") for row in rows]
     indexed = bool(records) and all(isinstance(r, dict) and "index" in r for r in records)
-    if indexed and len(set(row_ids)) == len(row_ids):
-        by_index = {r["index"]: c for r, c in zip(records, completions, strict=True)}
-        missing = [i for i in row_ids if i not in by_index]
-        if missing:
-            raise ValueError(
-                f"{path}: no prediction for {len(missing)} of {len(rows)} rows "
-                f"(first missing index {missing[0]!r})"
-            )
-        return [by_index[i] for i in row_ids]
+    if indexed:
+        return align_by_index(rows, [r["index"] for r in records], completions, str(path))
     if len(completions) < len(rows):
         raise ValueError(f"{path} has {len(completions)} predictions for {len(rows)} data rows")
     # A longer file is allowed so --limit can evaluate a prefix of full predictions.

