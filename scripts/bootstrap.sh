@@ -11,7 +11,8 @@ if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
 stamp=.venv/.corrgrpo-installed
-want="$(cat pyproject.toml | sha256sum | cut -c1-16)"
+# reinstall when the dependencies or this script change
+want="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[bootstrap] installing into $root/.venv (first run takes a few minutes)" >&2
   .venv/bin/python -m pip install -q --upgrade pip >&2
