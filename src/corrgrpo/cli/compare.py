@@ -127,7 +127,8 @@ def compare(
     from corrgrpo.training.run import train
     from corrgrpo.training.settings import apply_overrides
 
-    runs = [(spec, seed, f"{spec.folder}-s{seed}") for spec in estimators for seed in seeds]
+    # Seed by seed, every estimator in turn: a comparison stopped early stays balanced.
+    runs = [(spec, seed, f"{spec.folder}-s{seed}") for seed in seeds for spec in estimators]
     steps = base.trainer.get("max_steps", "?")
     model = base.model or "tiny local model"
     plan = {

@@ -30,6 +30,7 @@ _OWN_OPTIONS = {
     "set",
     "estimators",
     "seeds",
+    "threads",
 }
 
 
@@ -62,7 +63,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments shared by ``train`` and ``compare``."""
     parser.add_argument("--recipe", metavar="FILE.yaml", help="recipe file (see recipes/)")
     parser.add_argument(
-        "--model", help="hub name or local path of a causal LM (default: tiny local model)"
+        "--model",
+        help="model preset (smollm2-135m), hub name or local path of a causal LM "
+        "(default: tiny local model)",
     )
     parser.add_argument("--task", help="registered task name (toy, code, tools, agent)")
     parser.add_argument(
@@ -82,6 +85,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loss-type", help="TRL loss_type: grpo, dapo, cispo, dr_grpo, bnpo, ...")
     parser.add_argument("--max-steps", type=int, help="optimizer steps (TRL max_steps)")
     parser.add_argument("--runs-root", help="where new run folders go (default ./runs)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads for torch (default: the cores not busy when the run starts)",
+    )
     parser.add_argument(
         "--set",
         dest="assignments",
@@ -124,6 +132,7 @@ def resolve_settings(args: argparse.Namespace) -> Any:
             "seed": getattr(args, "seed", None),
             "output_dir": getattr(args, "output_dir", None),
             "runs_root": args.runs_root,
+            "threads": args.threads,
         }.items()
         if value is not None
     }

