@@ -78,9 +78,10 @@ def evaluate_policy(
     """Per-component means (and the weighted ``total``) of sampled completions on ``rows``."""
     if not rows:
         raise ValueError("evaluate_policy needs at least one row")
-    prompts = [row["prompt"] for row in rows]
-    if not all(isinstance(p, str) for p in prompts):
-        raise TypeError("evaluate_policy samples from plain-text prompts only")
+    from corrgrpo.integrations.trl.generation import prompt_text
+
+    # chat prompts (the tools and agent tasks) go through the tokenizer's chat template
+    prompts = [prompt_text(tokenizer, row["prompt"]) for row in rows]
     samples = sample_completions(
         model,
         tokenizer,

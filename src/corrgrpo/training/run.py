@@ -102,13 +102,16 @@ def filter_long_prompts(dataset: Any, tokenizer: Any, max_tokens: int | None) ->
     return dataset, before - len(dataset)
 
 
-def eval_rows(task: Task, settings: RunSettings) -> list[dict[str, Any]]:
-    """A fixed slice of the task's evaluation split."""
+def eval_rows(task: Task, settings: RunSettings, tokenizer: Any = None) -> list[dict[str, Any]]:
+    """The first ``eval_prompts`` rows of the task's evaluation split; with a ``tokenizer``,
+    only rows whose prompt fits ``max_prompt_length`` (as for training)."""
     if settings.eval_prompts <= 0:
         return []
     data = task.load_dataset(settings.eval_split)
-    rows = [dict(data[i]) for i in range(min(settings.eval_prompts, len(data)))]
-    return rows
+    rows = [dict(data[i]) for i in range(len(data))]
+    if tokenizer is not None and settings.max_prompt_length is not None:
+        rows, _ = filter_long_prompts(rows, tokenizer, settings.max_prompt_length)
+    return rows[: settings.eval_prompts]
 
 
 def _seed_everything(seed: int) -> None:
@@ -173,6 +176,11 @@ def _warm_start(
     demos = setup.task.demonstrations(  # type: ignore[attr-defined]
         settings.warm_start_demonstrations, seed=settings.seed
     )
+    if settings.max_prompt_length is not None:  # the same prompts RL will see
+        limit = settings.max_prompt_length
+        demos = [d for d in demos if prompt_length(tokenizer, d[0]) <= limit]
+        if not demos:
+            raise ValueError(f"max_prompt_length={limit} drops every warm-start demonstration")
     bar = progress_bar("loss {task.fields[loss]}", console=console, disable=not progress)
     with bar:
         task_id = bar.add_task("warm start", total=steps, loss="-")
@@ -301,7 +309,7 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
         main_process=setup.main,
     )
     warm_steps, result.warm_start_losses = _warm_start(setup, model, tokenizer, console, progress)
-    rows = eval_rows(setup.task, settings)
+    rows = eval_rows(setup.task, settings, tokenizer)
     evaluate = _evaluator(setup, model, tokenizer, rows)
     if rows and setup.main:
         result.start = evaluate()

@@ -13,8 +13,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def _encode_pair(tokenizer: Any, prompt: str, completion: str) -> tuple[list[int], list[int]]:
-    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+def _encode_pair(tokenizer: Any, prompt: Any, completion: str) -> tuple[list[int], list[int]]:
+    """Token ids and labels (prompt masked); chat prompts go through the chat template."""
+    from corrgrpo.integrations.trl.generation import prompt_text
+
+    prompt_ids = tokenizer(prompt_text(tokenizer, prompt), add_special_tokens=False)["input_ids"]
     completion_ids = tokenizer(completion, add_special_tokens=False)["input_ids"]
     completion_ids = completion_ids + [tokenizer.eos_token_id]
     labels = [-100] * len(prompt_ids) + completion_ids
@@ -24,7 +27,7 @@ def _encode_pair(tokenizer: Any, prompt: str, completion: str) -> tuple[list[int
 def supervised_warm_start(
     model: Any,
     tokenizer: Any,
-    demonstrations: Sequence[tuple[str, str]],
+    demonstrations: Sequence[tuple[Any, str]],
     *,
     steps: int,
     batch_size: int = 32,

@@ -19,6 +19,8 @@ class ToolsTask(Task):
     dataset name); ``eval_source`` optionally another source for every split but ``train``
     (by default a directory or hub source is asked for the split itself). ``weights`` overrides
     the unit weights of the components (the ranges already weigh them as in the paper).
+    ``holdout`` > 0 splits one source in two: that many rows (a fixed shuffle) form every
+    split but ``train``, the others ``train``, so evaluation prompts are never trained on.
     """
 
     name = "tools"
@@ -29,10 +31,16 @@ class ToolsTask(Task):
         eval_source: str | Path | None = None,
         weights: dict[str, float] | None = None,
         limit: int | None = None,
+        holdout: int = 0,
     ) -> None:
         unknown = set(weights or {}) - set(REWARD_FUNCS)
         if unknown:
             raise ValueError(f"unknown tools reward components {sorted(unknown)}")
+        if isinstance(holdout, bool) or not isinstance(holdout, int) or holdout < 0:
+            raise ValueError(f"holdout must be a non-negative integer, got {holdout!r}")
+        if holdout and eval_source is not None:
+            raise ValueError("give either holdout (split one source) or eval_source, not both")
+        self.holdout = holdout
         self.source = source
         self.eval_source = eval_source
         self._weights = {name: 1.0 for name in REWARD_FUNCS} | dict(weights or {})
@@ -49,7 +57,33 @@ class ToolsTask(Task):
                 "the tools task needs data: ToolsTask(source=PATH_OR_HUB_NAME), e.g. an RLLA json "
                 "file or a directory with train.parquet / test.parquet in the ToolRL layout"
             )
-        return load_rlla(source, split, limit=self.limit)
+        if not self.holdout:
+            return load_rlla(source, split, limit=self.limit)
+        return self._holdout_split(load_rlla(source, "train", limit=self.limit), split)
+
+    def _holdout_split(self, rows: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+        import random
+
+        if self.holdout >= len(rows):
+            raise ValueError(
+                f"holdout={self.holdout} leaves no training rows: {self.source} has {len(rows)}"
+            )
+        order = list(range(len(rows)))
+        random.Random(0).shuffle(order)  # fixed: every run holds out the same rows
+        chosen = order[: self.holdout] if split != "train" else order[self.holdout :]
+        return [rows[i] for i in sorted(chosen)]
+
+    def demonstrations(self, n: int, seed: int = 0) -> list[tuple[Any, str]]:
+        """``n`` (chat prompt, reference response) pairs drawn from the train split, for a
+        supervised warm start that teaches the output format."""
+        import random
+
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"number of demonstrations must be a positive integer, got {n!r}")
+        rows = self.rows("train")
+        rng = random.Random(seed)
+        picked = [rng.choice(rows) for _ in range(n)]
+        return [(row["prompt"], row["ground_truth"]) for row in picked]
 
     def load_dataset(self, split: str = "train") -> Any:
         rows = self.rows(split)
