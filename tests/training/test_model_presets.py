@@ -17,6 +17,7 @@ from corrgrpo.utils import threads
 
 RLLA_SHORT = Path(__file__).resolve().parents[1] / "fixtures" / "tools" / "rlla_short.jsonl"
 
+
 @pytest.fixture(scope="module")
 def tiny():
     return build_tiny_model_and_tokenizer(hidden_size=16, num_layers=1, num_heads=2, seed=0)
@@ -32,7 +33,7 @@ def test_presets_leave_other_names_alone_and_fill_cpu_defaults() -> None:
     assert presets.get_preset("smollm2-135m") is not None
     settings = default_settings("smollm2-135m")
     assert settings.trainer["use_cpu"] is True and settings.trainer["max_completion_length"] == 12
-    assert settings.warm_start_steps == 12
+    assert settings.warm_start_steps == 10
     # any other model keeps the generic defaults, no model keeps the toy ones
     assert "use_cpu" not in default_settings("some/model").trainer
     assert default_settings(None).trainer["per_device_train_batch_size"] == 64

@@ -69,7 +69,7 @@ _SMOLLM2_TRAINER = {
     "temperature": 1.0,
     "top_k": 0,
     "top_p": 1.0,
-    "max_steps": 16,
+    "max_steps": 12,
     "dataloader_num_workers": 0,
 }
 
@@ -83,10 +83,10 @@ PRESETS: dict[str, ModelPreset] = {
         special_tokens={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
         trainer_defaults=_SMOLLM2_TRAINER,
         run_defaults={
-            "warm_start_steps": 12,
+            "warm_start_steps": 10,
             "warm_start_batch_size": 16,
             "warm_start_learning_rate": 1e-4,
-            "eval_prompts": 24,
+            "eval_prompts": 16,
             "eval_samples": 2,
         },
     ),
