@@ -30,22 +30,28 @@ DOMAINS: dict[str, tuple[str, str]] = {
 def generate(model: str, prompts: list[Any], **options: Any) -> list[str]:
     """Greedy completions of ``model`` for ``prompts`` (``transformers`` loads on first use)."""
     from corrgrpo.integrations.trl.generation import greedy_completions
+    from corrgrpo.models.presets import resolve_model
 
-    return greedy_completions(model, prompts, **options)
+    # a preset name or a run folder of `corrgrpo train` becomes a loadable model folder
+    return greedy_completions(resolve_model(model), prompts, **options)
 
 
 def load_tokenizer(name_or_path: str) -> Any:
     """The tokenizer of a model, for domains that render prompts with its chat template."""
     from corrgrpo.integrations.trl.generation import load_tokenizer as load
+    from corrgrpo.models.presets import resolve_model
 
-    return load(name_or_path)
+    return load(resolve_model(name_or_path))
 
 
 def load_chat_policy(name_or_path: str, **options: Any) -> Any:
     """A chat-model agent policy for ``corrgrpo eval agent --policy MODEL``."""
     from corrgrpo.integrations.trl.agent_policy import ChatModelPolicy
+    from corrgrpo.models.presets import resolve_model
 
-    return ChatModelPolicy.from_pretrained(name_or_path, **options)
+    return ChatModelPolicy.from_pretrained(resolve_model(name_or_path), **options)
+
+
 def _code_needs(args: argparse.Namespace) -> None:
     from corrgrpo.cli.errors import require_extra
 
@@ -71,6 +77,7 @@ NEEDS: dict[str, tuple[Callable[[argparse.Namespace], None], ...]] = {
     "code": (_code_needs, _model_needs),
     "tools": (_model_needs,),
     "agent": (_agent_needs,),
+    "toy": (_model_needs,),
 }
 
 

@@ -37,9 +37,6 @@ def greedy_completions(
         raise ValueError("--batch-size and --max-new-tokens must be >= 1")
     if device in (None, "auto"):
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    from corrgrpo.models.presets import resolve_model
-
-    model_name = resolve_model(model_name)  # a preset name becomes its converted folder
     tokenizer = AutoTokenizer.from_pretrained(model_name)
     tokenizer.padding_side = "left"  # decoder-only generation continues from the right edge
     if tokenizer.pad_token is None:
