@@ -141,8 +141,8 @@ def _load_from_gguf(preset: ModelPreset, gguf: Path) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     for role, token in preset.special_tokens.items():
         setattr(tokenizer, role, token)
-    # the GGUF metadata asks for WordPiece-style cleanup, which drops spaces before
-    # punctuation when decoding a byte-level BPE (JSON arguments would change)
+    # the GGUF metadata asks for WordPiece-style cleanup when decoding, which transformers
+    # ignores for a byte-level BPE with a warning at every load: say what actually happens
     tokenizer.clean_up_tokenization_spaces = False
     loaded = AutoModelForCausalLM.from_pretrained(
         str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
