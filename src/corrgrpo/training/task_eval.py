@@ -52,7 +52,8 @@ def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(path)
     task = get_task(args.task_name)
-    rows = task.rows(args.split)[: args.prompts]
+    data = task.load_dataset(args.split)  # the rows `corrgrpo train` evaluates on
+    rows = [dict(data[i]) for i in range(min(args.prompts, len(data)))]
     metrics = evaluate_policy(
         model,
         tokenizer,
