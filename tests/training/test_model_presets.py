@@ -36,7 +36,7 @@ def test_presets_leave_other_names_alone_and_fill_cpu_defaults() -> None:
     assert settings.trainer["use_cpu"] is True and settings.trainer["max_completion_length"] == 12
     assert settings.warm_start_steps == 10
     # any other model keeps the generic defaults, no model keeps the toy ones
-    assert "use_cpu" not in default_settings("some/model").trainer
+    assert "max_completion_length" not in default_settings("some/model").trainer
     assert default_settings(None).trainer["per_device_train_batch_size"] == 64
 
 
@@ -125,10 +125,12 @@ def test_tools_holdout_split_is_disjoint_and_demonstrations_come_from_train() ->
         get_task("tools", source=str(RLLA_SHORT), eval_source=str(RLLA_SHORT), holdout=1)
 
 
-def test_train_on_tools_with_default_evaluation_and_a_prompt_budget(tmp_path, capsys) -> None:
-    # `train --task tools` with the default eval_prompts=64 used to end in a TypeError
-    from corrgrpo.cli import main
+def test_train_on_tools_with_default_evaluation_and_a_prompt_budget(tmp_path) -> None:
+    # training on tools with the default eval_prompts=64 used to end in a TypeError
+    from rich.console import Console
+
     from corrgrpo.models.tiny import build_tiny_tokenizer
+    from corrgrpo.training.run import train
 
     records = [json.loads(line) for line in RLLA_SHORT.read_text().splitlines()]
     long_row = dict(records[1], input="<user> " + "please " * 60 + "</user>")
@@ -140,18 +142,30 @@ def test_train_on_tools_with_default_evaluation_and_a_prompt_budget(tmp_path, ca
     eval_length = prompt_length(tokenizer, task.rows("eval")[0]["prompt"])
     budget = train_lengths[-1] - 1  # drops the long training row only
     assert train_lengths[-2] <= budget and eval_length <= budget
-    out = tmp_path / "run"
-    argv = ["train", "--task", "tools", "--task-option", f"source={source}"]
-    argv += ["--task-option", "holdout=1", "--output-dir", str(out), "--max-steps", "1"]
-    argv += ["--threads", "1", "--set", f"max_prompt_length={budget}"]
-    argv += ["--set", "warm_start_steps=2", "--set", "warm_start_batch_size=2"]
-    argv += ["--set", "per_device_train_batch_size=2", "--set", "num_generations=2"]
-    argv += ["--set", "max_completion_length=4", "--set", "eval_samples=1"]
-    argv += ["--set", 'tiny_model={"max_position_embeddings": 2048}']
-    assert main(argv) == 0
-    printed = capsys.readouterr().out
-    assert "dropped 1 of 3 training prompts" in printed and "tool_name" in printed
-    summary = json.loads((out / "summary.json").read_text())
+    settings = apply_overrides(
+        default_settings(None),
+        {
+            "task": "tools",
+            "task_options": {"source": str(source), "holdout": 1},
+            "output_dir": str(tmp_path / "run"),
+            "threads": 1,
+            "max_prompt_length": budget,
+            "warm_start_steps": 2,
+            "warm_start_batch_size": 2,
+            "eval_samples": 1,
+            "tiny_model": {"max_position_embeddings": 2048},
+            "trainer": {
+                "max_steps": 1,
+                "per_device_train_batch_size": 2,
+                "num_generations": 2,
+                "max_completion_length": 4,
+            },
+        },
+    )
+    console = Console(record=True, width=200)
+    result = train(settings, console=console, progress=False)
+    assert "dropped 1 of 3 training prompts" in console.export_text()
+    summary = json.loads((result.path / "summary.json").read_text())
     assert summary["dropped_long_prompts"] == 1 and summary["train_rows"] == 2
-    assert summary["threads"] == 1 and "format" in summary["end"]
-    assert json.loads((out / "config.json").read_text())["threads"] == 1
+    assert summary["threads"] == 1 and "format" in summary["end"] and "tool_name" in summary["end"]
+    assert json.loads((result.path / "config.json").read_text())["threads"] == 1
