@@ -148,3 +148,14 @@ def test_eval_report_lists_order_free_calls(tmp_path: Path) -> None:
     assert report["summary"]["pass@1"] == 1.0
     assert report["order_free_calls"] == {"pairs-any-order": [0]}
     assert report["summary"]["order_free_problems"] == 1
+
+
+def test_order_free_positions_must_name_call_tests() -> None:
+    from corrgrpo.domains.code.execution import relax_order
+    from corrgrpo.sandbox import CallTest
+
+    calls = (CallTest(call="candidate()", expected=[1, 2]), CallTest(call="candidate()"))
+    relaxed = relax_order(calls, (0,))
+    assert [c.compare for c in relaxed] == ["same_items", "eq"]
+    with pytest.raises(ValueError, match="order-free call 2"):
+        relax_order(calls, (2,))

@@ -240,7 +240,9 @@ def combine_results(
         runtime_ok=stops_at_wrong_answer(results),
         slowest_test_cpu_s=slowest_test_cpu_s(results),
         order_only_calls=order_only,
-        order_only_failure=worst.status == "wrong_answer" and wrong == set(order_only) != set(),
+        order_only_failure=(
+            worst.status == "wrong_answer" and bool(order_only) and wrong == set(order_only)
+        ),
     )
 
 
