@@ -25,7 +25,8 @@ Public names:
   :data:`STATUSES`.
 - :func:`convert_check_tests` / :func:`analyze_check_tests`: ``assert candidate(...) == expected``
   sources to trusted :class:`CallTest` lists; :func:`safe_eval` for constant expressions.
-- :func:`judge`, :func:`check_call`, :func:`values_equal`, :func:`outputs_match`: trusted-side
+- :func:`judge`, :func:`check_call`, :func:`values_equal`, :func:`same_items`,
+  :func:`outputs_match`: trusted-side
   comparison; :func:`encode_value` / :func:`decode_value`: the type-tagged result format.
 
 See ``docs/sandbox.md`` for the isolation model, limits, categories and what stays forgeable.
@@ -53,7 +54,13 @@ from corrgrpo.sandbox.requests import (
     ExecutionRequest,
     ExecutionResult,
 )
-from corrgrpo.sandbox.values import Opaque, decode_value, encode_value, values_equal
+from corrgrpo.sandbox.values import (
+    Opaque,
+    decode_value,
+    encode_value,
+    same_items,
+    values_equal,
+)
 
 __all__ = [
     "STATUSES",
@@ -77,5 +84,6 @@ __all__ = [
     "namespaces_available",
     "outputs_match",
     "safe_eval",
+    "same_items",
     "values_equal",
 ]

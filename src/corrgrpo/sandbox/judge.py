@@ -25,7 +25,13 @@ from corrgrpo.sandbox.requests import (
     ExecutionResult,
     Status,
 )
-from corrgrpo.sandbox.values import DecodeError, Opaque, decode_value, values_equal
+from corrgrpo.sandbox.values import (
+    DecodeError,
+    Opaque,
+    decode_value,
+    same_items,
+    values_equal,
+)
 
 
 @dataclass
@@ -94,6 +100,8 @@ def check_call(value: Any, test: CallTest, *, rel_tol: float = 0.0, abs_tol: flo
         return False
     if test.compare == "eq":
         return values_equal(value, test.expected, rel_tol=rel_tol, abs_tol=abs_tol)
+    if test.compare == "same_items":
+        return same_items(value, test.expected, rel_tol=rel_tol, abs_tol=abs_tol)
     if test.compare == "is":
         return value is test.expected
     if test.compare in ("truthy", "falsy"):

@@ -19,7 +19,8 @@ Status = Literal[
     "harness_error",
 ]
 STATUSES: tuple[str, ...] = get_args(Status)
-Comparison = Literal["eq", "is", "truthy", "falsy", "close"]
+Comparison = Literal["eq", "is", "truthy", "falsy", "close", "same_items"]
+COMPARISONS: tuple[str, ...] = get_args(Comparison)
 ADAPTERS: tuple[str, ...] = ("linked_list", "binary_tree")
 TRANSFORMS: tuple[str, ...] = (
     "tuple",
@@ -54,7 +55,9 @@ class CallTest:
 
     ``compare``: ``eq`` (``result == expected``), ``is`` (``result is expected`` for True/False/None),
     ``truthy``/``falsy`` (``assert result`` / ``assert not result``), ``close``
-    (``abs(result - expected) < tolerance``, ``<=`` when ``inclusive``).
+    (``abs(result - expected) < tolerance``, ``<=`` when ``inclusive``), ``same_items``
+    (``result`` and ``expected`` are lists with the same items, counted with multiplicity, in
+    any order: for a problem whose answer's order is arbitrary).
     ``transforms`` are builtins applied to the decoded result on the trusted side before the
     comparison, innermost first, as ``(name, extra_args)`` (from ``tuple(candidate(...))``,
     ``round(candidate(...), 2)``).
@@ -76,10 +79,8 @@ class CallTest:
     def __post_init__(self) -> None:
         if not isinstance(self.call, str) or not self.call.strip():
             raise ValueError("CallTest.call must be a non-empty expression source")
-        if self.compare not in ("eq", "is", "truthy", "falsy", "close"):
-            raise ValueError(
-                f"CallTest.compare must be eq/is/truthy/falsy/close, got {self.compare!r}"
-            )
+        if self.compare not in COMPARISONS:
+            raise ValueError(f"CallTest.compare must be one of {COMPARISONS}, got {self.compare!r}")
         if self.adapter is not None and self.adapter not in ADAPTERS:
             raise ValueError(
                 f"CallTest.adapter must be one of {ADAPTERS} or None, got {self.adapter!r}"

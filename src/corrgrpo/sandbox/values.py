@@ -321,3 +321,60 @@ def _close(actual: Any, expected: Any, rel_tol: float, abs_tol: float, depth: in
             _close(actual[key], expected[key], rel_tol, abs_tol, depth + 1) for key in actual
         )
     return values_equal(actual, expected)
+
+
+def same_items(
+    actual: Any, expected: Any, *, rel_tol: float = 0.0, abs_tol: float = 0.0
+) -> bool:
+    """Are two lists equal up to the order of their top-level items? (trusted side)
+
+    Both must be lists of the same length holding the same items the same number of times,
+    each pair compared as :func:`values_equal` does; the items' own order (a path inside a
+    list of paths) still counts. Exact comparison counts canonical keys (linear time); with
+    a tolerance, items are paired greedily (quadratic, and tolerance is not transitive).
+    """
+    if type(actual) is not list or type(expected) is not list or len(actual) != len(expected):
+        return False
+    if rel_tol == 0.0 and abs_tol == 0.0:
+        counts: dict[Any, int] = {}
+        for item in expected:
+            key = _item_key(item)
+            counts[key] = counts.get(key, 0) + 1
+        for item in actual:
+            key = _item_key(item)
+            if counts.get(key, 0) == 0:
+                return False
+            counts[key] -= 1
+        return True
+    unmatched = list(expected)
+    for item in actual:
+        for position, other in enumerate(unmatched):
+            if values_equal(item, other, rel_tol=rel_tol, abs_tol=abs_tol):
+                del unmatched[position]
+                break
+        else:
+            return False
+    return True
+
+
+def _item_key(value: Any) -> Any:
+    """A hashable key of a decoded value; two keys are equal exactly when the values are ``==``.
+
+    Scalars are their own keys (Python hashes ``1``, ``1.0`` and ``True`` alike, as ``==``
+    equates them); containers become tagged tuples, so ``[1] != (1,)`` stays unequal.
+    """
+    if isinstance(value, (LinkedListValue, BinaryTreeValue)):
+        return (type(value).__name__, tuple(_item_key(item) for item in value))
+    if isinstance(value, list):
+        return ("list", tuple(_item_key(item) for item in value))
+    if isinstance(value, tuple):
+        return ("tuple", tuple(_item_key(item) for item in value))
+    if isinstance(value, (set, frozenset)):
+        return ("set", frozenset(value))  # {1} == frozenset({1}) in Python too
+    if isinstance(value, dict):
+        return ("dict", frozenset((key, _item_key(item)) for key, item in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        return ("unhashable", id(value))  # equal to nothing but itself
+    return value

@@ -8,6 +8,12 @@ problem under ``corrgrpo.utils.cache`` (``reference_runtimes/``), keyed by a has
 that affects the measurement (the program pieces, the number of runs, the calibration limit,
 the interpreter and the machine). Writes go through a temp file and ``os.replace`` so
 concurrent trainers sharing the directory never read half a file.
+
+Calibration also decides which call tests judge order. When the reference, known correct,
+returns a list that holds exactly the expected items in another top-level order, the order of
+that call's result is evidently not part of correctness (LeetCode accepts any order there), so
+the call is judged order-free (``same_items``) for every program of the problem. This holds
+only when the reference then passes every test in every run; otherwise nothing is relaxed.
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ import os
 import platform
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.domains.code.execution import Executor, Job
+from corrgrpo.domains.code.execution import Executor, Job, Outcome
 from corrgrpo.domains.code.limits import LimitPolicy, TimeLimits
 from corrgrpo.utils.cache import cache_dir
 
@@ -42,6 +48,8 @@ class ReferenceTiming:
     run_cpu_times_s: tuple[float, ...]
     statuses: tuple[str, ...]
     slowest_test_cpu_s: float | None = None  # the slowest single test over all runs
+    # call tests judged up to the order of their result's items (see the module doc)
+    order_free_calls: tuple[int, ...] = ()
 
     @property
     def max_cpu_time_s(self) -> float | None:
@@ -52,7 +60,7 @@ class ReferenceTiming:
 def problem_key(row: dict[str, Any], runs: int, limit_s: float | None = None) -> str:
     """Hash of what a reference measurement depends on (``limit_s``: its CPU limit)."""
     parts = {
-        "format": 2,
+        "format": 3,
         "limit_s": limit_s,
         "preamble": row.get("preamble", ""),
         "reference": row.get("reference", ""),
@@ -92,6 +100,7 @@ class RuntimeCache:
                 run_cpu_times_s=tuple(data["run_cpu_times_s"]),
                 statuses=tuple(data["statuses"]),
                 slowest_test_cpu_s=data.get("slowest_test_cpu_s"),
+                order_free_calls=tuple(int(i) for i in data.get("order_free_calls", ())),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None  # missing or unreadable: calibrate again
@@ -122,17 +131,45 @@ def summarize_runs(
     statuses: list[str],
     cpu_times: list[float],
     test_cpu_times: list[float | None] | None = None,
+    order_free_calls: tuple[int, ...] = (),
 ) -> ReferenceTiming:
     """A timing from the reference's runs: usable only if every run passed.
 
     ``test_cpu_times``: each run's slowest single test (None where it was not measured).
+    ``statuses`` already count a run that failed only in the order of ``order_free_calls``
+    as passed; those calls are kept only when the timing is usable.
     """
     ok = bool(statuses) and all(s == "passed" for s in statuses) and all(t > 0 for t in cpu_times)
     mean = sum(cpu_times) / len(cpu_times) if ok else None
     measured = [t for t in (test_cpu_times or []) if t is not None]
     complete = ok and bool(measured) and len(measured) == len(cpu_times)
     slowest = max(measured) if complete else None
-    return ReferenceTiming(key, ok, mean, tuple(cpu_times), tuple(statuses), slowest)
+    order_free = tuple(sorted(set(order_free_calls))) if ok else ()
+    return ReferenceTiming(key, ok, mean, tuple(cpu_times), tuple(statuses), slowest, order_free)
+
+
+def strict_view(timing: ReferenceTiming | None) -> ReferenceTiming | None:
+    """``timing`` as a judge that counts every order sees it: a reference that passed only
+    through order-free calls has no usable time there."""
+    if timing is None or not timing.order_free_calls:
+        return timing
+    return replace(
+        timing, ok=False, mean_cpu_time_s=None, slowest_test_cpu_s=None, order_free_calls=()
+    )
+
+
+def calibration_statuses(outcomes: list[Outcome]) -> tuple[list[str], tuple[int, ...]]:
+    """Each run's status, order-only failures counted as passes, and the order-free calls.
+
+    A call is order-free when some run returned its expected items in another order; a run
+    whose only failures are such calls passed.
+    """
+    order_free = sorted({index for o in outcomes for index in o.order_only_calls})
+    statuses = [
+        "passed" if o.status == "wrong_answer" and o.order_only_failure else o.status
+        for o in outcomes
+    ]
+    return statuses, tuple(order_free)
 
 
 def reference_job(row: dict[str, Any], limits: TimeLimits | None = None) -> Job | None:
@@ -202,11 +239,13 @@ class Calibrator:
         timings = {}
         for n, key in enumerate(order):
             chunk = outcomes[n * self.runs : (n + 1) * self.runs]
+            statuses, order_free = calibration_statuses(chunk)
             timing = summarize_runs(
                 key,
-                [o.status for o in chunk],
+                statuses,
                 [o.cpu_time_s or 0.0 for o in chunk],
                 [o.slowest_test_cpu_s for o in chunk],
+                order_free,
             )
             if not INCONCLUSIVE_STATUSES.intersection(timing.statuses):
                 self.cache.put(timing)

@@ -51,6 +51,12 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, help="sandbox workers")
     add_limit_options(parser)
     parser.add_argument("--no-efficiency", action="store_true", help="no efficiency reward")
+    parser.add_argument(
+        "--strict-order",
+        action="store_true",
+        help="judge every list result in the test's order, even where the reference solution "
+        "returns the expected items in another order",
+    )
     parser.add_argument("--calibration-runs", type=int, default=4)
     parser.add_argument("--cache-dir", type=Path, default=None, help="reference runtime cache")
     parser.add_argument("--chunk", type=int, default=64, help="programs per sandbox batch")
@@ -304,6 +310,7 @@ def make_scorer(args: argparse.Namespace, executor: Any) -> Any:
         runtime_cache=RuntimeCache(args.cache_dir) if args.cache_dir else None,
         limit_policy=policy,
         calibrate_limits=not args.fixed_limits,
+        order_free=not args.strict_order,
     )
 
 
@@ -340,6 +347,22 @@ def score_inputs(
     return scores, scorer, figures
 
 
+def order_free_calls(scorer: Any, rows: Sequence[dict[str, Any]]) -> dict[str, list[int]]:
+    """Per problem, the call tests judged order-free (only problems that have some)."""
+    from corrgrpo.domains.code.scoring import normalize_row
+
+    if not scorer.order_free:
+        return {}
+    found: dict[str, list[int]] = {}
+    for row in rows:
+        if not row["reference"].strip():
+            continue
+        calls = scorer.order_free_calls(scorer.calibrator.known(normalize_row(row)))
+        if calls:
+            found[row["task_id"]] = list(calls)
+    return found
+
+
 def build_report(
     args: argparse.Namespace,
     inputs: _Inputs,
@@ -360,6 +383,8 @@ def build_report(
         {"task_id": r["task_id"], "total": s.total(scorer.weights), **s.to_dict()}
         for r, s in zip(inputs.sample_rows, scores, strict=True)
     ]
+    order_free = order_free_calls(scorer, inputs.rows)
+    summary["order_free_problems"] = len(order_free)
     failures = [
         {"task_id": p["task_id"], "status": p["status"], "detail": p["detail"]}
         for p in per_sample
@@ -376,6 +401,7 @@ def build_report(
         "weights": scorer.weights,
         "summary": summary,
         **figures,
+        "order_free_calls": order_free,
         "failures": failures,
         "samples": per_sample,
     }

@@ -10,6 +10,9 @@ sandbox requests, runs them in one batch on the pool and reduces each job's resu
 * Tests it cannot convert (loops, helpers, ``math.isclose``) run in assert mode; those
   verdicts are marked ``forgeable``.
 * stdin/stdout problems run once per case; the job passes only if every case passes.
+* Calls listed in ``Job.order_free_calls`` (decided by reference calibration) are judged
+  up to the order of the result's top-level items (the sandbox's ``same_items`` comparison);
+  each outcome reports which calls failed only because of that order.
 
 Each job carries its problem's CPU limits (:class:`TimeLimits`: one per test, one for the
 whole program as a backstop); a job without them gets the executor's nominal limits.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from corrgrpo.domains.code.limits import NOMINAL_SUITE_S, TimeLimits
@@ -52,6 +55,8 @@ class Job:
     entry_point: str = ""
     stdin_tests: str = ""  # JSON list of {"input", "output"}; non-empty = stdin/stdout mode
     limits: TimeLimits | None = None  # None: the executor's nominal limits
+    # converted call tests (by position) whose result's top-level order is not judged
+    order_free_calls: tuple[int, ...] = ()
 
 
 #: longest ``detail`` kept per verdict (results files stay small whatever a program prints)
@@ -75,6 +80,10 @@ class Outcome:
     # the paper's runtime condition (see ``stops_at_wrong_answer``); None: use the status
     runtime_ok: bool | None = None
     slowest_test_cpu_s: float | None = None  # the slowest single test, when measured
+    # calls whose list result held the expected items, only in another top-level order
+    order_only_calls: tuple[int, ...] = ()
+    # the run failed only through such calls (every other call passed)
+    order_only_failure: bool = False
 
 
 class Executor(Protocol):
@@ -87,6 +96,17 @@ def _converted(test: str) -> tuple[CallTest, ...] | None:
 
     tests = convert_check_tests(test)
     return tuple(tests) if tests else None
+
+
+def relax_order(calls: tuple[CallTest, ...], order_free: tuple[int, ...]) -> list[CallTest]:
+    """``calls`` with the ``==`` tests at the ``order_free`` positions judged as ``same_items``."""
+    out = list(calls)
+    for index in order_free:
+        if not 0 <= index < len(out):
+            raise ValueError(f"order-free call {index} is not one of the {len(out)} call tests")
+        if out[index].compare == "eq":
+            out[index] = replace(out[index], compare="same_items")
+    return out
 
 
 def job_requests(job: Job, default_limits: TimeLimits) -> list[ExecutionRequest]:
@@ -115,7 +135,7 @@ def job_requests(job: Job, default_limits: TimeLimits) -> list[ExecutionRequest]
             ExecutionRequest(
                 program=program,
                 entry_point=job.entry_point,
-                calls=list(calls),
+                calls=relax_order(calls, job.order_free_calls),
                 cpu_time_limit_s=limits.suite_s,
                 call_cpu_limit_s=limits.per_test_s,
             )
@@ -183,9 +203,35 @@ def stops_at_wrong_answer(results: Sequence[ExecutionResult]) -> bool:
     return True
 
 
-def combine_results(results: Sequence[ExecutionResult]) -> Outcome:
-    """One job's outcome from its requests' results (stdin jobs: one result per case)."""
+def order_only_calls(
+    requests: Sequence[ExecutionRequest], results: Sequence[ExecutionResult]
+) -> tuple[int, ...]:
+    """Calls judged by ``==`` whose list result failed only in the order of its items."""
+    from corrgrpo.sandbox import check_call
+
+    found: list[int] = []
+    for request, result in zip(requests, results, strict=True):
+        tests = request.calls or []
+        for call in result.calls:
+            test = tests[call.index]
+            if call.status == "wrong_answer" and test.compare == "eq":
+                relaxed = replace(test, compare="same_items")
+                tolerances = {"rel_tol": request.float_rel_tol, "abs_tol": request.float_abs_tol}
+                if check_call(call.value, relaxed, **tolerances):
+                    found.append(call.index)
+    return tuple(found)
+
+
+def combine_results(
+    results: Sequence[ExecutionResult], requests: Sequence[ExecutionRequest] | None = None
+) -> Outcome:
+    """One job's outcome from its requests' results (stdin jobs: one result per case).
+
+    With the ``requests``, it also reports the calls that failed only in their order.
+    """
     worst = max(results, key=lambda r: _STATUS_SEVERITY.get(r.status, 99))
+    order_only = order_only_calls(requests, results) if requests is not None else ()
+    wrong = {c.index for r in results for c in r.calls if not c.passed}
     return Outcome(
         status=worst.status,
         cpu_time_s=sum(r.cpu_time_s for r in results),
@@ -193,6 +239,10 @@ def combine_results(results: Sequence[ExecutionResult]) -> Outcome:
         detail=_detail(worst),
         runtime_ok=stops_at_wrong_answer(results),
         slowest_test_cpu_s=slowest_test_cpu_s(results),
+        order_only_calls=order_only,
+        order_only_failure=(
+            worst.status == "wrong_answer" and bool(order_only) and wrong == set(order_only)
+        ),
     )
 
 
@@ -222,7 +272,7 @@ class SandboxExecutor:
             requests.extend(reqs)
         results = self.pool.run(requests) if requests else []
         self.requests_run += len(requests)
-        return [combine_results(results[a:b]) for a, b in spans]
+        return [combine_results(results[a:b], requests[a:b]) for a, b in spans]
 
     def close(self) -> None:
         if self._owns_pool:

@@ -14,7 +14,8 @@ Per completion (PAPER.md §3):
 
 Each problem's reference solution is calibrated first (a few runs, cached on disk; see
 :mod:`.calibration`): its CPU times set the problem's time limits (:mod:`.limits`) and the
-efficiency baseline. Then every program of the batch goes to the sandbox pool in one call.
+efficiency baseline, and calls whose result's order the reference proves arbitrary are
+judged order-free. Then every program of the batch goes to the sandbox pool in one call.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from corrgrpo.domains.code.calibration import (
     Calibrator,
     ReferenceTiming,
     RuntimeCache,
+    strict_view,
 )
 from corrgrpo.domains.code.execution import (
     Executor,
@@ -217,6 +219,9 @@ class CodeScorer:
     ``timeout_s`` as the nominal suite limit, factor 5, floor 1 s, scaled by this machine's
     speed factor); with
     ``calibrate_limits=False`` every problem gets the policy's nominal limits.
+    ``order_free`` (default on): call tests whose expected list the reference returns in
+    another top-level order are judged up to that order (see :mod:`.calibration`); off, every
+    test is judged exactly as written.
     """
 
     def __init__(
@@ -230,6 +235,7 @@ class CodeScorer:
         memo_size: int = 8192,
         limit_policy: LimitPolicy | None = None,
         calibrate_limits: bool = True,
+        order_free: bool = True,
     ) -> None:
         weights = dict(DEFAULT_WEIGHTS if weights is None else weights)
         unknown = set(weights) - set(COMPONENTS)
@@ -248,6 +254,7 @@ class CodeScorer:
         if calibration_runs < 1:
             raise ValueError(f"calibration_runs must be >= 1, got {calibration_runs}")
         self.calibrate_limits = calibrate_limits
+        self.order_free = order_free
         self.efficiency = efficiency
         self._memo: OrderedDict[str, CodeScore] = OrderedDict()
         self._memo_size = memo_size
@@ -322,7 +329,7 @@ class CodeScorer:
         timings = self._reference_timings(rows, runnable)
         outcomes: dict[int, Outcome] = {}
         if runnable:
-            jobs = [self._with_limits(prepared[i].job, timings.get(i)) for i in runnable]
+            jobs = [self._calibrated_job(prepared[i].job, timings.get(i)) for i in runnable]
             outcomes = dict(zip(runnable, self.executor.run(jobs), strict=True))
         results = []
         for i, prep in enumerate(prepared):
@@ -333,19 +340,32 @@ class CodeScorer:
     def _reference_timings(
         self, rows: list[dict[str, Any]], runnable: list[int]
     ) -> dict[int, ReferenceTiming | None]:
-        """Calibrations of the rows that will run (only when limits or efficiency need them)."""
-        if not runnable or not (self.calibrate_limits or self.efficiency):
+        """Calibrations of the rows that will run (when limits, efficiency or order need them)."""
+        if not runnable or not (self.calibrate_limits or self.efficiency or self.order_free):
             return {}
         found = self.calibrator.timings(self.executor, [rows[i] for i in runnable])
-        return {runnable[j]: timing for j, timing in found.items()}
+        return {runnable[j]: self._judged(timing) for j, timing in found.items()}
 
-    def _with_limits(self, job: Job | None, timing: ReferenceTiming | None) -> Job:
+    def _judged(self, timing: ReferenceTiming | None) -> ReferenceTiming | None:
+        """The calibration as this scorer judges: without ``order_free`` a reference that
+        passed only up to order did not pass."""
+        return timing if self.order_free else strict_view(timing)
+
+    def _calibrated_job(self, job: Job | None, timing: ReferenceTiming | None) -> Job:
+        """``job`` with its problem's CPU limits and order-free calls."""
         assert job is not None  # only compiled completions are run
         if self.calibrate_limits:
             limits = self.calibrator.limits(timing)
         else:
             limits = self.calibrator.policy.nominal()
-        return replace(job, limits=limits)
+        order_free = self.order_free_calls(timing)
+        return replace(job, limits=limits, order_free_calls=order_free)
+
+    def order_free_calls(self, timing: ReferenceTiming | None) -> tuple[int, ...]:
+        """The calls judged order-free for a problem with this calibration (none if off)."""
+        if not self.order_free or timing is None or not timing.ok:
+            return ()
+        return timing.order_free_calls
 
     def _efficiency_applies(self, row: dict[str, Any], timing: ReferenceTiming | None) -> bool:
         """Efficiency is defined for the problem: enabled, a reference, not known to fail.
@@ -355,7 +375,7 @@ class CodeScorer:
         """
         if not self.efficiency or not row["reference"].strip():
             return False
-        known = timing if timing is not None else self.calibrator.known(row)
+        known = timing if timing is not None else self._judged(self.calibrator.known(row))
         return known is None or known.ok
 
     def _combine(
