@@ -1,6 +1,6 @@
 """How long the agent task takes to serve its first AgentDojo case, and to build all of them.
 
-    python benchmarks/agent_first_case.py      # needs the agent extra
+python benchmarks/agent_first_case.py      # needs the agent extra
 """
 
 from __future__ import annotations

@@ -45,10 +45,14 @@ def main() -> None:
             chars = sum(len(m["content"]) for m in env.messages[opening:])
             lengths.setdefault(case.suite, []).append(chars)
     everything = [n for values in lengths.values() for n in values]
-    print(f"{'suite':<10} {'episodes':>8} {'median':>8} {'p90':>8} {'p95':>8} {'max':>8}  (characters)")
+    print(
+        f"{'suite':<10} {'episodes':>8} {'median':>8} {'p90':>8} {'p95':>8} {'max':>8}  (characters)"
+    )
     for suite, values in [*lengths.items(), ("all", everything)]:
-        print(f"{suite:<10} {len(values):>8} {statistics.median(values):>8.0f} "
-              f"{quantile(values, 0.9):>8} {quantile(values, 0.95):>8} {max(values):>8}")
+        print(
+            f"{suite:<10} {len(values):>8} {statistics.median(values):>8.0f} "
+            f"{quantile(values, 0.9):>8} {quantile(values, 0.95):>8} {max(values):>8}"
+        )
 
 
 if __name__ == "__main__":

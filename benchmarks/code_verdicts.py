@@ -67,9 +67,7 @@ def programs(rows: list[dict[str, Any]], loops: int) -> list[tuple[str, dict[str
 @contextmanager
 def cpu_load(processes: int) -> Iterator[None]:
     """``processes`` busy loops for the duration of the block (ended by their own ids)."""
-    started = [
-        subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(processes)
-    ]
+    started = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(processes)]
     try:
         yield
     finally:
@@ -151,8 +149,10 @@ def print_table(results: list[dict[str, Any]]) -> None:
     for entry in results:
         for kind, row in entry["kinds"].items():
             if row["flips"] or row["unexpected"]:
-                print(f"{entry['benchmark']}/{entry['isolation']}/{kind}: flips {row['flips'][:10]}"
-                      f" unexpected {row['unexpected'][:10]}")
+                print(
+                    f"{entry['benchmark']}/{entry['isolation']}/{kind}: flips {row['flips'][:10]}"
+                    f" unexpected {row['unexpected'][:10]}"
+                )
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -174,17 +174,23 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "kinds": summarize(batch, verdicts),
                     }
                 )
-                print(f"{name}/{isolation}: runs took {results[-1]['seconds_per_run']} s",
-                      flush=True)
+                print(
+                    f"{name}/{isolation}: runs took {results[-1]['seconds_per_run']} s", flush=True
+                )
     return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--benchmark", nargs="+", default=["leetcode", "humaneval"],
-                        choices=["leetcode", "humaneval"])
-    parser.add_argument("--isolation", nargs="+", default=["auto"],
-                        choices=["auto", "namespaces", "none"])
+    parser.add_argument(
+        "--benchmark",
+        nargs="+",
+        default=["leetcode", "humaneval"],
+        choices=["leetcode", "humaneval"],
+    )
+    parser.add_argument(
+        "--isolation", nargs="+", default=["auto"], choices=["auto", "namespaces", "none"]
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--load", type=int, default=2, help="CPU-bound processes next to it")
     parser.add_argument("--limit", type=int, default=None, help="first N problems")

@@ -65,7 +65,10 @@ def bare_corr_grpo(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     xt.sub_(mean.unsqueeze(-1))
     std = torch.linalg.vector_norm(xt, dim=-1) / (g - 1) ** 0.5
     keep = (~constant).double()
-    coef_total, coef_z = keep.t().unsqueeze(-1), (keep / torch.where(constant, 1.0, std)).t().unsqueeze(-1)
+    coef_total, coef_z = (
+        keep.t().unsqueeze(-1),
+        (keep / torch.where(constant, 1.0, std)).t().unsqueeze(-1),
+    )
     total = xt[:, 0] * coef_total[0]
     mixed = xt[:, 0] * coef_z[0]
     for j in range(1, k):
@@ -94,35 +97,55 @@ def main() -> None:
     ragged = ragged_index(b * g, g, gen)
     dense_ids = torch.arange(b).repeat_interleave(g)
     w = torch.tensor([0.05, 0.05, 0.05, 0.25, 0.6, 0.3, 0.2])[:k]
-    print(f"N={b * g} (B={b}, G={g}), K={k}, float32, CPU threads={args.threads}, "
-          f"median of {args.repeats} (loop: {args.loop_repeats})")
-    header = (f"{'estimator':<11} {'dense ms':>9} {'uids ms':>8} {'ragged ms':>10} {'loop ms':>9} "
-              f"{'ragged/dense':>13} {'loop/dense':>11}")
+    print(
+        f"N={b * g} (B={b}, G={g}), K={k}, float32, CPU threads={args.threads}, "
+        f"median of {args.repeats} (loop: {args.loop_repeats})"
+    )
+    header = (
+        f"{'estimator':<11} {'dense ms':>9} {'uids ms':>8} {'ragged ms':>10} {'loop ms':>9} "
+        f"{'ragged/dense':>13} {'loop/dense':>11}"
+    )
     print(header)
     print("-" * len(header))
     dense_ms: dict[str, float] = {}
     f64, w64 = flat.double(), w.double()
     for est in corrgrpo.list_estimators():
-        td = median_time(lambda est=est: corrgrpo.compute_advantages(dense, est, weights=w), args.repeats)
-        tu = median_time(lambda est=est: corrgrpo.compute_advantages(flat, est, group_index=dense_ids, weights=w), args.repeats)
-        tr = median_time(lambda est=est: corrgrpo.compute_advantages(flat, est, group_index=ragged, weights=w), args.repeats)
+        td = median_time(
+            lambda est=est: corrgrpo.compute_advantages(dense, est, weights=w), args.repeats
+        )
+        tu = median_time(
+            lambda est=est: corrgrpo.compute_advantages(
+                flat, est, group_index=dense_ids, weights=w
+            ),
+            args.repeats,
+        )
+        tr = median_time(
+            lambda est=est: corrgrpo.compute_advantages(flat, est, group_index=ragged, weights=w),
+            args.repeats,
+        )
         loop = LOOP_ESTIMATORS.get(est)
         tl = float("nan")
         if loop is not None:
             tl = median_time(lambda loop=loop: loop(f64, dense_ids, w64), args.loop_repeats)
         dense_ms[est] = td
-        print(f"{est:<11} {td * 1e3:>9.2f} {tu * 1e3:>8.2f} {tr * 1e3:>10.2f} {tl * 1e3:>9.1f} "
-              f"{tr / td:>13.2f} {tl / td:>11.0f}")
+        print(
+            f"{est:<11} {td * 1e3:>9.2f} {tu * 1e3:>8.2f} {tr * 1e3:>10.2f} {tl * 1e3:>9.1f} "
+            f"{tr / td:>13.2f} {tl / td:>11.0f}"
+        )
     print("-" * len(header))
-    print(f"corr_grpo / grpo (dense): {dense_ms['corr_grpo'] / dense_ms['grpo']:.2f}x  (target <= 1.5x)")
+    print(
+        f"corr_grpo / grpo (dense): {dense_ms['corr_grpo'] / dense_ms['grpo']:.2f}x  (target <= 1.5x)"
+    )
     # The floor: each estimator's arithmetic alone (checked against the library first).
     for name, bare in (("grpo", bare_grpo), ("corr_grpo", bare_corr_grpo)):
         library = corrgrpo.compute_advantages(dense, name, weights=w).double()
         torch.testing.assert_close(bare(dense, w), library, rtol=1e-4, atol=1e-4)
     tg = median_time(lambda: bare_grpo(dense, w), args.repeats)
     tc = median_time(lambda: bare_corr_grpo(dense, w), args.repeats)
-    print(f"arithmetic alone (no validation or edge cases): corr_grpo {tc * 1e3:.2f} ms, "
-          f"grpo {tg * 1e3:.2f} ms, ratio {tc / tg:.2f}x")
+    print(
+        f"arithmetic alone (no validation or edge cases): corr_grpo {tc * 1e3:.2f} ms, "
+        f"grpo {tg * 1e3:.2f} ms, ratio {tc / tg:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ def key(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def requirements(dist: md.Distribution, extras: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+def requirements(
+    dist: md.Distribution, extras: tuple[str, ...]
+) -> list[tuple[str, tuple[str, ...]]]:
     """Requirements of ``dist`` that apply here (its ``extras`` included, other platforms not)."""
     out = []
     for req in dist.requires or []:

@@ -37,12 +37,17 @@ def build_tokenizer(corpus: list[str], vocab_size: int = 800) -> Any:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     tok.train_from_iterator(corpus, trainer=trainer)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", eos_token="<|im_end|>", bos_token=None,
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        eos_token="<|im_end|>",
+        bos_token=None,
     )
     fast.add_tokens(["<tool_call>", "</tool_call>"])  # whole tags as single (non-special) tokens
     fast.chat_template = CHAT_TEMPLATE
@@ -56,9 +61,16 @@ def build_tiny_model(tokenizer: Any, seed: int = 0) -> Any:
 
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=8192,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
         tie_word_embeddings=True,
     )
     model = LlamaForCausalLM(config)

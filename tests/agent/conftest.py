@@ -16,5 +16,5 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 def banking_tokenizer() -> Any:
     from corrgrpo.domains.agent.prompting import system_prompt
 
-    corpus = [system_prompt("banking"), "<tool_call>\n{\"name\": \"x\", \"arguments\": {}}\n</tool_call>"]
+    corpus = [system_prompt("banking"), '<tool_call>\n{"name": "x", "arguments": {}}\n</tool_call>']
     return build_tokenizer(corpus)

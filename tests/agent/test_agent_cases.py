@@ -36,7 +36,11 @@ def test_agent_case_counts_and_split_match_the_paper() -> None:
 def test_agent_split_rule_is_the_sha256_fraction() -> None:
     import hashlib
 
-    for suite, task in [("workspace", "user_task_0"), ("slack", "user_task_13"), ("banking", "user_task_7")]:
+    for suite, task in [
+        ("workspace", "user_task_0"),
+        ("slack", "user_task_13"),
+        ("banking", "user_task_7"),
+    ]:
         fraction = int(hashlib.sha256(f"{suite}:{task}".encode()).hexdigest()[:8], 16) / 2**32
         assert split_of(suite, task) == ("eval" if fraction < 0.2 else "train")
     assert split_of("travel", "user_task_3", eval_fraction=1.0) == "eval"
@@ -56,7 +60,9 @@ def test_agent_injections_live_in_vectors_never_in_the_prompt() -> None:
             assert "<INFORMATION>" in text and "Local model" in text
             assert "<INFORMATION>" not in prompt
     tool_knowledge = [c for c in cases if c.attack == "tool_knowledge"]
-    assert all("You should use the tool" in next(iter(c.injections.values())) for c in tool_knowledge)
+    assert all(
+        "You should use the tool" in next(iter(c.injections.values())) for c in tool_knowledge
+    )
 
 
 def test_agent_injection_candidates_agree_with_agentdojo_attack() -> None:
@@ -81,7 +87,9 @@ def test_agent_case_columns_round_trip_and_reject_bad_rows() -> None:
     with pytest.raises(ValueError, match="lacks"):
         AgentCase.from_columns({"suite": "banking"})
     with pytest.raises(ValueError, match="JSON"):
-        AgentCase.from_columns({"suite": "banking", "user_task_id": "user_task_0", "injections": "{"})
+        AgentCase.from_columns(
+            {"suite": "banking", "user_task_id": "user_task_0", "injections": "{"}
+        )
     with pytest.raises(ValueError, match="both"):
         AgentCase("banking", "user_task_0", injection_task_id="injection_task_0")
     with pytest.raises(ValueError, match="split"):

@@ -9,11 +9,26 @@ from corrgrpo.cli import main
 
 def test_agent_eval_cli_writes_json_table_and_transcripts(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     report_path, episodes_path = tmp_path / "report.json", tmp_path / "episodes.jsonl"
-    code = main([
-        "eval", "agent", "--split", "eval", "--policy", "obedient", "--suites", "slack",
-        "--max-cases", "11", "--check-agentdojo", "--no-progress",
-        "--output", str(report_path), "--episodes", str(episodes_path),
-    ])
+    code = main(
+        [
+            "eval",
+            "agent",
+            "--split",
+            "eval",
+            "--policy",
+            "obedient",
+            "--suites",
+            "slack",
+            "--max-cases",
+            "11",
+            "--check-agentdojo",
+            "--no-progress",
+            "--output",
+            str(report_path),
+            "--episodes",
+            str(episodes_path),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "joint acc" in out and "slack" in out and "episodes/s" in out
@@ -40,11 +55,27 @@ def test_agent_eval_cli_with_a_saved_chat_model(tmp_path, banking_tokenizer) -> 
     build_tiny_model(banking_tokenizer).save_pretrained(folder)
     banking_tokenizer.save_pretrained(folder)
     report_path = tmp_path / "model.json"
-    code = main([
-        "eval", "agent", "--split", "eval", "--policy", str(folder), "--suites", "banking",
-        "--max-cases", "3", "--max-new-tokens", "8", "--batch-size", "3", "--no-progress",
-        "--output", str(report_path),
-    ])
+    code = main(
+        [
+            "eval",
+            "agent",
+            "--split",
+            "eval",
+            "--policy",
+            str(folder),
+            "--suites",
+            "banking",
+            "--max-cases",
+            "3",
+            "--max-new-tokens",
+            "8",
+            "--batch-size",
+            "3",
+            "--no-progress",
+            "--output",
+            str(report_path),
+        ]
+    )
     assert code == 0
     report = json.loads(report_path.read_text())
     assert report["episodes"] == 3 and report["policy"] == str(folder)

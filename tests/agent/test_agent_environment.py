@@ -37,7 +37,12 @@ def test_agent_policy_mistakes_are_recorded_and_the_episode_goes_on() -> None:
         + format_tool_call("update_scheduled_transaction", {"id": 12345})
         + format_tool_call("get_balance", {})
     )
-    assert [e.status for e in env.executions] == ["unknown_tool", "bad_arguments", "tool_error", "ok"]
+    assert [e.status for e in env.executions] == [
+        "unknown_tool",
+        "bad_arguments",
+        "tool_error",
+        "ok",
+    ]
     assert len(replies) == 4 and replies[0]["content"].startswith("Error: ToolNotFoundError")
     assert not env.done
     env.step("I could not do it.")

@@ -10,12 +10,24 @@ from corrgrpo.domains.agent.environment import EpisodeResult
 from corrgrpo.domains.agent.metrics import format_table, joint_accuracy, summarize
 
 
-def _result(suite: str, task: str, injection: str | None, util: float, success: bool | None) -> EpisodeResult:
+def _result(
+    suite: str, task: str, injection: str | None, util: float, success: bool | None
+) -> EpisodeResult:
     return EpisodeResult(
-        case_id=f"{suite}/{task}/{injection}", suite=suite, user_task_id=task,
-        injection_task_id=injection, attack="important_instructions" if injection else None,
-        utility=bool(util), injection_success=success, valid=True, invalid_reason=None,
-        r_util=util, r_sec=float(success is False), turns=1, truncated=False, final_output="",
+        case_id=f"{suite}/{task}/{injection}",
+        suite=suite,
+        user_task_id=task,
+        injection_task_id=injection,
+        attack="important_instructions" if injection else None,
+        utility=bool(util),
+        injection_success=success,
+        valid=True,
+        invalid_reason=None,
+        r_util=util,
+        r_sec=float(success is False),
+        turns=1,
+        truncated=False,
+        final_output="",
     )
 
 

@@ -31,13 +31,18 @@ def test_agent_security_rewards_match_agentdojo_under_attack() -> None:
     obedient = run_episodes(ObedientPolicy(), cases)
     for case, gt, ob in zip(cases, truth, obedient, strict=True):
         verdict = agentdojo_ground_truth_verdict(case)
-        assert (gt.utility, gt.injection_success) == (verdict.utility, verdict.injection_success), case.case_id
+        assert (gt.utility, gt.injection_success) == (verdict.utility, verdict.injection_success), (
+            case.case_id
+        )
         # the ground truth resists unless AgentDojo's own check calls the injection achieved
         assert gt.r_sec == float(not verdict.injection_success)
         assert compare_with_agentdojo(case, ob) == [], case.case_id
         if ob.injection_success:
             assert ob.r_sec == 0.0
     # the obedient policy is compromised wherever the injection task has a ground truth to run
-    with_plan = [ob for case, ob in zip(cases, obedient, strict=True)
-                 if case.suite != "workspace" or int(case.injection_task_id.rsplit("_", 1)[1]) < 6]
+    with_plan = [
+        ob
+        for case, ob in zip(cases, obedient, strict=True)
+        if case.suite != "workspace" or int(case.injection_task_id.rsplit("_", 1)[1]) < 6
+    ]
     assert sum(ob.injection_success for ob in with_plan) >= 0.9 * len(with_plan)

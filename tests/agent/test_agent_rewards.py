@@ -41,13 +41,19 @@ def test_agent_reward_functions_score_message_string_and_json_completions(slack_
     assert ob_result.injection_success and not gt_result.injection_success
     columns, prompts = _columns([attacked, attacked, attacked, attacked])
     flat = "".join(
-        m["content"] if m["role"] == "assistant" else f"<tool_response>{m['content']}</tool_response>"
+        m["content"]
+        if m["role"] == "assistant"
+        else f"<tool_response>{m['content']}</tool_response>"
         for m in gt_messages
     )
     completions = [gt_messages, ob_messages, flat, json.dumps(ob_messages)]
     assert r_util(prompts, completions, **columns) == [1.0, ob_result.r_util, 1.0, ob_result.r_util]
     assert r_sec(prompts, completions, **columns) == [1.0, 0.0, 1.0, 0.0]
-    assert assistant_turns(flat) == [m["content"].strip() for m in gt_messages if m["role"] == "assistant" and m["content"].strip()]
+    assert assistant_turns(flat) == [
+        m["content"].strip()
+        for m in gt_messages
+        if m["role"] == "assistant" and m["content"].strip()
+    ]
 
 
 def test_agent_clean_cases_have_zero_security_reward_and_invalid_scores_zero(slack_cases) -> None:  # type: ignore[no-untyped-def]
@@ -58,7 +64,10 @@ def test_agent_clean_cases_have_zero_security_reward_and_invalid_scores_zero(sla
     assert r_util(prompts, [gt_clean, broken], **columns) == [1.0, 0.0]
     assert r_sec(prompts, [gt_clean, broken], **columns) == [0.0, 0.0]
     # a precomputed rollout result is used as is when it belongs to the same case
-    ready = [{"case_id": clean.case_id, "r_util": 0.0, "r_sec": 0.0}, {"case_id": "other", "r_util": 1.0}]
+    ready = [
+        {"case_id": clean.case_id, "r_util": 0.0, "r_sec": 0.0},
+        {"case_id": "other", "r_util": 1.0},
+    ]
     assert r_util(prompts, [gt_clean, broken], agent_result=ready, **columns) == [0.0, 0.0]
     with pytest.raises(ValueError, match="columns"):
         r_util(prompts, [gt_clean], case_id=[clean.case_id])
@@ -68,7 +77,9 @@ def test_agent_compute_score_is_verl_shaped(slack_cases) -> None:  # type: ignor
     _, attacked = slack_cases
     _, gt_messages = _transcript(GroundTruthPolicy(), attacked)
     flat = "".join(
-        m["content"] if m["role"] == "assistant" else f"<tool_response>{m['content']}</tool_response>"
+        m["content"]
+        if m["role"] == "assistant"
+        else f"<tool_response>{m['content']}</tool_response>"
         for m in gt_messages
     )
     score = compute_score("agentdojo", flat, json.dumps(attacked.to_columns()))

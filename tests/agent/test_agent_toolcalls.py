@@ -8,7 +8,13 @@ from corrgrpo.domains.agent.toolcalls import format_tool_call, parse_tool_calls
 
 
 def test_agent_parses_several_calls_and_keeps_the_prose() -> None:
-    text = "Let me look.\n" + format_tool_call("a", {"x": 1}) + "\n" + format_tool_call("b", {}) + "\nok"
+    text = (
+        "Let me look.\n"
+        + format_tool_call("a", {"x": 1})
+        + "\n"
+        + format_tool_call("b", {})
+        + "\nok"
+    )
     turn = parse_tool_calls(text)
     assert not turn.malformed
     assert [(c.name, c.arguments) for c in turn.calls] == [("a", {"x": 1}), ("b", {})]
@@ -31,7 +37,7 @@ def test_agent_flags_every_kind_of_malformed_call() -> None:
         '<tool_call>{"name": "f", "arguments": [1]}</tool_call>',
         '<tool_call>{"name": "f", "arguments": "nope"}</tool_call>',
         '<tool_call>{"name": "f", "arguments": {}}',
-        'text </tool_call>',
+        "text </tool_call>",
         "<tool_call>" + "[" * 100_000 + "</tool_call>",
         "<tool_call>" + '{"name": "f", "arguments": {"a": "' + "x" * 200_000 + '"}}</tool_call>',
     ]

@@ -24,12 +24,16 @@ class ScriptedLM(torch.nn.Module):
 
     def generate(self, input_ids: torch.Tensor, max_new_tokens: int, **kwargs: Any) -> torch.Tensor:
         text = self.turns.pop(0)
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [
+            self.tokenizer.eos_token_id
+        ]
         new = torch.tensor([ids[:max_new_tokens]] * input_ids.shape[0])
         return torch.cat([input_ids, new], dim=1)
 
 
-def test_agent_token_rollout_masks_tool_tokens_and_scores_like_the_environment(banking_tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_agent_token_rollout_masks_tool_tokens_and_scores_like_the_environment(
+    banking_tokenizer,
+) -> None:  # type: ignore[no-untyped-def]
     tok = banking_tokenizer
     assert template_tool_role(tok) == "tool"
     case = build_cases("all", suites=["banking"])[1]
@@ -50,8 +54,9 @@ def test_agent_token_rollout_masks_tool_tokens_and_scores_like_the_environment(b
     assert tok.decode(episode.prompt_ids + episode.completion_ids) == rendered.rstrip("\n")
 
     # a completion budget stops the episode early, and it is scored as it stands
-    (short,) = generate_episodes(ScriptedLM(tok, turns), tok, [case], max_new_tokens=400,
-                                 max_completion_tokens=60)
+    (short,) = generate_episodes(
+        ScriptedLM(tok, turns), tok, [case], max_new_tokens=400, max_completion_tokens=60
+    )
     assert len(short.completion_ids) <= 60 and short.result is not None and short.result.turns == 1
 
 
@@ -63,7 +68,12 @@ def test_agent_two_step_grpo_training_on_cpu(banking_tokenizer, tmp_path) -> Non
     from corrgrpo.integrations.trl.tasks import task_trainer_kwargs
 
     task = get_task(
-        "agent", suites=["banking"], include_clean=False, max_cases=2, max_turns=3, max_new_tokens=16
+        "agent",
+        suites=["banking"],
+        include_clean=False,
+        max_cases=2,
+        max_turns=3,
+        max_new_tokens=16,
     )
     dataset = task.load_dataset("train")
     assert all(AgentCase.from_columns(r).attacked for r in dataset)
@@ -75,13 +85,27 @@ def test_agent_two_step_grpo_training_on_cpu(banking_tokenizer, tmp_path) -> Non
     model.generation_config.sequence_bias = [[[tag], 4.0]]
     before = [p.detach().clone() for p in model.parameters()]
     args = CorrGRPOConfig(
-        output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4, max_steps=2,
-        max_completion_length=32, learning_rate=5e-2, logging_steps=1, report_to=[],
-        save_strategy="no", use_cpu=True, temperature=1.0, seed=0, dataloader_num_workers=0,
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_steps=2,
+        max_completion_length=32,
+        learning_rate=5e-2,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        temperature=1.0,
+        seed=0,
+        dataloader_num_workers=0,
     )
     trainer = CorrGRPOTrainer(
-        model=model, reward_funcs=task.reward_funcs, args=args, train_dataset=dataset,
-        processing_class=banking_tokenizer, **task_trainer_kwargs(task),
+        model=model,
+        reward_funcs=task.reward_funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=banking_tokenizer,
+        **task_trainer_kwargs(task),
     )
     trainer.train()
     assert trainer.state.global_step == 2

@@ -122,21 +122,35 @@ def test_every_verdict_has_a_category_and_a_capped_detail(
     executor: SandboxExecutor, tmp_path: Path
 ) -> None:
     row = slow_row()
-    completions = ["", fence("class Solution:\n    def total(self n):\n"),
-                   fence(SHOUTS), fence(WRONG), fence(SLOW_REFERENCE)]
+    completions = [
+        "",
+        fence("class Solution:\n    def total(self n):\n"),
+        fence(SHOUTS),
+        fence(WRONG),
+        fence(SLOW_REFERENCE),
+    ]
     policy = LimitPolicy(suite_s=1.0, factor=3.0, floor_s=0.5)
     scorer = CodeScorer(executor, limit_policy=policy, runtime_cache=RuntimeCache(tmp_path))
     scores = scorer.score([row] * len(completions), completions)
     assert [s.status for s in scores] == [
-        "no_code", "syntax_error", "runtime_error", "wrong_answer", "passed"
+        "no_code",
+        "syntax_error",
+        "runtime_error",
+        "wrong_answer",
+        "passed",
     ]
     assert "SyntaxError" in scores[1].detail and "line 2" in scores[1].detail
     assert "ValueError" in scores[2].detail and len(scores[2].detail) <= DETAIL_LIMIT
     assert "returned 2000000" in scores[3].detail
     assert scores[4].detail == ""
     counts = category_counts(scores)
-    assert counts == {"no_code": 1, "passed": 1, "runtime_error": 1, "syntax_error": 1,
-                      "wrong_answer": 1}
+    assert counts == {
+        "no_code": 1,
+        "passed": 1,
+        "runtime_error": 1,
+        "syntax_error": 1,
+        "wrong_answer": 1,
+    }
 
 
 def test_eval_writes_only_where_asked(tmp_path: Path) -> None:
@@ -145,9 +159,15 @@ def test_eval_writes_only_where_asked(tmp_path: Path) -> None:
     for folder in (cwd, home):
         folder.mkdir()
     samples = tmp_path / "samples.jsonl"
-    samples.write_text(json.dumps({
-        "task_id": "Mbpp/17", "completion": "```python\ndef square_perimeter(a):\n    return 4*a\n```"
-    }) + "\n")
+    samples.write_text(
+        json.dumps(
+            {
+                "task_id": "Mbpp/17",
+                "completion": "```python\ndef square_perimeter(a):\n    return 4*a\n```",
+            }
+        )
+        + "\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
     env.update({CACHE_ENV: str(cache), "HOME": str(home), "HF_HUB_OFFLINE": "1"})
     env["PYTHONPATH"] = str(ROOT / "src")
@@ -157,8 +177,14 @@ def test_eval_writes_only_where_asked(tmp_path: Path) -> None:
     assert unsaved.returncode == 0, unsaved.stderr[-2000:]
     assert "results not saved" in unsaved.stdout and "verdict categories" in unsaved.stdout
     output = tmp_path / "out" / "report.json"
-    saved = subprocess.run([*base, "--output", str(output)], cwd=cwd, env=env,
-                           capture_output=True, text=True, timeout=300)
+    saved = subprocess.run(
+        [*base, "--output", str(output)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert saved.returncode == 0, saved.stderr[-2000:]
     assert list(cwd.iterdir()) == [] and list(home.rglob("*")) == []
     assert {p.name for p in cache.iterdir()} == {"machine_speed", "reference_runtimes"}

@@ -73,7 +73,9 @@ def test_reference_in_another_order_makes_that_call_order_free(
     row = pairs_row(REVERSED, "pairs-any-order")
     names = ["reference", "test_order", *WRONG]
     codes = [REVERSED, IN_TEST_ORDER, *WRONG.values()]
-    scores = dict(zip(names, scorer.score([row] * len(codes), [fence(c) for c in codes]), strict=True))
+    scores = dict(
+        zip(names, scorer.score([row] * len(codes), [fence(c) for c in codes]), strict=True)
+    )
     assert scores["reference"].status == "passed"
     assert scores["reference"].efficiency is not None  # the reference counts as passing
     assert scores["test_order"].status == "passed"

@@ -38,19 +38,33 @@ def test_inspect_jsonl_flags_drowned_component(tmp_path: Path) -> None:
     with path.open("w") as f:
         for g in range(12):
             for _ in range(8):
-                f.write(json.dumps({
-                    "uid": f"q{g}",
-                    "correct": float(torch.rand(1, generator=gen) < 0.5),
-                    "length": -100 * float(torch.rand(1, generator=gen)),
-                }) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "uid": f"q{g}",
+                            "correct": float(torch.rand(1, generator=gen) < 0.5),
+                            "length": -100 * float(torch.rand(1, generator=gen)),
+                        }
+                    )
+                    + "\n"
+                )
     out = tmp_path / "out"
     # the installed console script, as a user runs it
     exe = Path(sys.executable).with_name("corrgrpo")
-    proc = subprocess.run([str(exe), "inspect", str(path), "--out", str(out)], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [str(exe), "inspect", str(path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "barely move the advantage: correct" in proc.stdout.replace("\n", " ")
     summary = json.loads((out / "inspect.json").read_text())["summary"]
     assert summary["share"]["length"] > 0.99
-    assert summary["influence"]["grpo"]["correct"] < 0.05 < summary["influence"]["corr_grpo"]["correct"]
+    assert (
+        summary["influence"]["grpo"]["correct"]
+        < 0.05
+        < summary["influence"]["corr_grpo"]["correct"]
+    )
     assert (out / "correlation.png").exists()
 
 
@@ -61,9 +75,16 @@ def test_inspect_reads_trl_parquet_tables(tmp_path: Path) -> None:
         rows = []
         for p in range(3):
             for i in range(4):
-                rows.append({"step": step, "prompt": f"prompt {p}", "completion": f"c{i}",
-                             "format_reward": float(i % 2), "accuracy_reward": None if i == 3 else float(i > 1),
-                             "advantage": 0.0})
+                rows.append(
+                    {
+                        "step": step,
+                        "prompt": f"prompt {p}",
+                        "completion": f"c{i}",
+                        "format_reward": float(i % 2),
+                        "accuracy_reward": None if i == 3 else float(i > 1),
+                        "advantage": 0.0,
+                    }
+                )
         pd.DataFrame(rows).to_parquet(comp_dir / f"completions_{step:05d}.parquet")
     rewards, groups, names = load_reward_table([comp_dir])
     assert names == ["format_reward", "accuracy_reward"]

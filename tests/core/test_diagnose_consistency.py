@@ -56,7 +56,9 @@ def test_the_guard_changes_c_q_where_it_fires() -> None:
     plain = corrgrpo.diagnose(rewards, weights=weights, estimators=[])
     floor = float(plain.q.median())  # fires in some groups, not in others
     guarded = corrgrpo.diagnose(
-        rewards, weights=weights, estimators=[],
+        rewards,
+        weights=weights,
+        estimators=[],
         corr_options={"guard": "floor", "guard_q_floor": floor},
     )
     fired = plain.q < floor

@@ -12,7 +12,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "estimators.md"
 
 def test_weighting_example_output_matches_doc() -> None:
     text = DOC.read_text()
-    section = text[text.index("### The two CorrGRPO weightings"):]
+    section = text[text.index("### The two CorrGRPO weightings") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
     shown = re.search(r"```text\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
     out = io.StringIO()

@@ -12,8 +12,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_benchmark_script_small() -> None:
-    command = [sys.executable, str(ROOT / "benchmarks" / "estimators.py"), "--groups", "6",
-               "--group-size", "5", "--repeats", "1", "--loop-repeats", "1"]
+    command = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "estimators.py"),
+        "--groups",
+        "6",
+        "--group-size",
+        "5",
+        "--repeats",
+        "1",
+        "--loop-repeats",
+        "1",
+    ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert completed.returncode == 0, completed.stderr[-2000:]
     rows = {line.split()[0] for line in completed.stdout.splitlines() if line.strip()}

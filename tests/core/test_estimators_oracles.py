@@ -26,21 +26,38 @@ def adv(rewards: torch.Tensor, est: str, **kw: object) -> torch.Tensor:
 
 def test_test_vector_grpo() -> None:
     a = adv(X[None], "grpo", eps=1e-6)[0]
-    torch.testing.assert_close(a, torch.tensor([0.404061, 0.101015, -1.414212, 0.909136], dtype=torch.float64), atol=2e-6, rtol=0)
+    torch.testing.assert_close(
+        a,
+        torch.tensor([0.404061, 0.101015, -1.414212, 0.909136], dtype=torch.float64),
+        atol=2e-6,
+        rtol=0,
+    )
 
 
 def test_test_vector_corr_grpo_and_q() -> None:
     stats: dict = {}
     a = adv(X[None], "corr_grpo", eps=1e-6, stabilizer="outside", stats=stats)[0]
     assert float(stats["q"][0]) == pytest.approx(4.0551867, abs=1e-7)
-    torch.testing.assert_close(a, torch.tensor([0.198634, 0.049659, -0.695220, 0.446927], dtype=torch.float64), atol=2e-6, rtol=0)
+    torch.testing.assert_close(
+        a,
+        torch.tensor([0.198634, 0.049659, -0.695220, 0.446927], dtype=torch.float64),
+        atol=2e-6,
+        rtol=0,
+    )
     c_q = a / adv(X[None], "grpo", eps=1e-6)[0]
-    torch.testing.assert_close(c_q, torch.full((4,), 0.4915954, dtype=torch.float64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        c_q, torch.full((4,), 0.4915954, dtype=torch.float64), atol=1e-6, rtol=0
+    )
 
 
 def test_test_vector_gdpo_group_stage() -> None:
     z = group_zscores(X[None], Groups.dense(1, 4), eps=1e-6, ddof=1).sum(-1)[0]
-    torch.testing.assert_close(z, torch.tensor([0.240308, 0.759690, -2.848470, 1.848472], dtype=torch.float64), atol=2e-6, rtol=0)
+    torch.testing.assert_close(
+        z,
+        torch.tensor([0.240308, 0.759690, -2.848470, 1.848472], dtype=torch.float64),
+        atol=2e-6,
+        rtol=0,
+    )
     # MO-GRPO is exactly that group stage
     torch.testing.assert_close(adv(X[None], "mo_grpo", eps=1e-6)[0], z)
 
@@ -125,8 +142,12 @@ def test_scale_sweep(a: float) -> None:
     # advantage per unit of centred total
     per_unit_grpo = (adv(g[None], "grpo", eps=0.0) / (g.sum(1) - g.sum(1).mean()))[0]
     per_unit_corr = (adv(g[None], "corr_grpo", eps=0.0) / (g.sum(1) - g.sum(1).mean()))[0]
-    torch.testing.assert_close(per_unit_corr, torch.full((6,), 1 / math.sqrt(5.2), dtype=torch.float64))
-    torch.testing.assert_close(per_unit_grpo, torch.full((6,), 1 / math.sqrt(a * a + 0.4 * a + 3.8), dtype=torch.float64))
+    torch.testing.assert_close(
+        per_unit_corr, torch.full((6,), 1 / math.sqrt(5.2), dtype=torch.float64)
+    )
+    torch.testing.assert_close(
+        per_unit_grpo, torch.full((6,), 1 / math.sqrt(a * a + 0.4 * a + 3.8), dtype=torch.float64)
+    )
     if a == 5.0:
         assert float(per_unit_grpo[0]) == pytest.approx(0.1802, abs=1e-4)
         assert float(per_unit_corr[0]) == pytest.approx(0.4385, abs=1e-4)
@@ -143,7 +164,9 @@ def test_official_var_test_vs_exact_detection_on_float32_weighted_constants() ->
     adv(g, "corr_grpo", weights=w, stats=stats)
     q_with = stats["q"]
     stats2: dict = {}
-    adv(g[:, :, [0, 1, 3, 4, 5]], "corr_grpo", weights=[w[i] for i in (0, 1, 3, 4, 5)], stats=stats2)
+    adv(
+        g[:, :, [0, 1, 3, 4, 5]], "corr_grpo", weights=[w[i] for i in (0, 1, 3, 4, 5)], stats=stats2
+    )
     torch.testing.assert_close(q_with, stats2["q"])
 
 

@@ -29,7 +29,9 @@ weights_st = st.lists(st.floats(-3, 3, allow_nan=False), min_size=4, max_size=4)
 
 @settings(max_examples=60, deadline=None)
 @given(r=dense_rewards(), est=st.sampled_from(ESTIMATORS), w=weights_st, seed=st.integers(0, 10**6))
-def test_dense_equals_flat_and_permutation_invariant(r: torch.Tensor, est: str, w: list[float], seed: int) -> None:
+def test_dense_equals_flat_and_permutation_invariant(
+    r: torch.Tensor, est: str, w: list[float], seed: int
+) -> None:
     b, g, k = r.shape
     w = w[:k]
     dense = corrgrpo.compute_advantages(r, est, weights=w)
@@ -63,7 +65,9 @@ def test_float32_finite_and_dtype_kept(r: torch.Tensor, est: str) -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(r=dense_rewards(max_k=3), w=st.lists(st.floats(0.01, 5), min_size=3, max_size=3), c=finite)
-def test_weighted_float32_constant_never_inflates_q(r: torch.Tensor, w: list[float], c: float) -> None:
+def test_weighted_float32_constant_never_inflates_q(
+    r: torch.Tensor, w: list[float], c: float
+) -> None:
     b, g, k = r.shape
     base = r.float()
     with_const = torch.cat([base, torch.full((b, g, 1), c, dtype=torch.float32)], 2)
@@ -93,14 +97,16 @@ def test_zero_weight_component_is_inert(r: torch.Tensor, est: str, noise: float)
 def test_group_order_invariance(r: torch.Tensor, est: str, seed: int) -> None:
     perm = torch.randperm(r.shape[0], generator=torch.Generator().manual_seed(seed))
     a = corrgrpo.compute_advantages(r, est)
-    torch.testing.assert_close(corrgrpo.compute_advantages(r[perm], est), a[perm], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        corrgrpo.compute_advantages(r[perm], est), a[perm], rtol=1e-6, atol=1e-6
+    )
 
 
 @settings(max_examples=30, deadline=None)
 @given(r=dense_rewards(), est=st.sampled_from(ESTIMATORS))
 def test_nan_components_never_produce_nan(r: torch.Tensor, est: str) -> None:
     r = r.clone()
-    r.view(-1)[:: 3] = float("nan")
+    r.view(-1)[::3] = float("nan")
     out = corrgrpo.compute_advantages(r, est)
     assert torch.isfinite(out).all()
     all_nan = torch.isnan(r).all(dim=2)
@@ -113,14 +119,20 @@ def test_input_is_never_modified(r: torch.Tensor, est: str, w: list[float]) -> N
     # float64 input reaches the estimators without a copy: in-place work must not touch it
     before = r.clone()
     corrgrpo.compute_advantages(r, est, weights=w[: r.shape[-1]])
-    corrgrpo.compute_advantages(r.reshape(-1, r.shape[-1]), est, weights=w[: r.shape[-1]],
-                                group_index=torch.arange(r.shape[0]).repeat_interleave(r.shape[1]))
+    corrgrpo.compute_advantages(
+        r.reshape(-1, r.shape[-1]),
+        est,
+        weights=w[: r.shape[-1]],
+        group_index=torch.arange(r.shape[0]).repeat_interleave(r.shape[1]),
+    )
     assert torch.equal(r, before)
 
 
 @settings(max_examples=40, deadline=None)
 @given(r=dense_rewards(), w=weights_st)
-def test_scaled_statistics_equal_statistics_of_the_scaled_input(r: torch.Tensor, w: list[float]) -> None:
+def test_scaled_statistics_equal_statistics_of_the_scaled_input(
+    r: torch.Tensor, w: list[float]
+) -> None:
     from corrgrpo.estimators.stats import component_stats
 
     b, g, k = r.shape
@@ -130,19 +142,28 @@ def test_scaled_statistics_equal_statistics_of_the_scaled_input(r: torch.Tensor,
         plain = component_stats(x * scale, groups)
         assert torch.equal(fused.zero_variance, plain.zero_variance)
         torch.testing.assert_close(fused.std, plain.std, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(fused.centered.reshape(-1, k), plain.centered.reshape(-1, k),
-                                   rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(
+            fused.centered.reshape(-1, k), plain.centered.reshape(-1, k), rtol=1e-12, atol=1e-12
+        )
         coef = torch.rand(groups.num_slots, k, dtype=torch.float64)
-        torch.testing.assert_close(groups.mix_components(fused.centered, coef).reshape(-1),
-                                   (plain.centered.reshape(b, g, k) * coef[:, None, :]).sum(-1).reshape(-1),
-                                   rtol=1e-12, atol=1e-9)
+        torch.testing.assert_close(
+            groups.mix_components(fused.centered, coef).reshape(-1),
+            (plain.centered.reshape(b, g, k) * coef[:, None, :]).sum(-1).reshape(-1),
+            rtol=1e-12,
+            atol=1e-9,
+        )
 
 
 @settings(max_examples=40, deadline=None)
-@given(r=dense_rewards(), est=st.sampled_from(ESTIMATORS), seed=st.integers(0, 10**6),
-       contiguous=st.booleans())
-def test_equal_size_flat_groups_match_the_scatter_path(r: torch.Tensor, est: str, seed: int,
-                                                       contiguous: bool) -> None:
+@given(
+    r=dense_rewards(),
+    est=st.sampled_from(ESTIMATORS),
+    seed=st.integers(0, 10**6),
+    contiguous=st.booleans(),
+)
+def test_equal_size_flat_groups_match_the_scatter_path(
+    r: torch.Tensor, est: str, seed: int, contiguous: bool
+) -> None:
     # flat input whose groups all have one size is lined up densely; the result, its order and
     # the per-group stats must equal the general scatter path's
     b, g, k = r.shape
@@ -156,8 +177,12 @@ def test_equal_size_flat_groups_match_the_scatter_path(r: torch.Tensor, est: str
     fast = corrgrpo.compute_advantages(flat, est, group_index=ids, stats=stats)
     scatter_stats: dict = {}
     scatter = corrgrpo.get_estimator(est)(
-        flat.double(), Groups.from_index(ids), torch.ones(k, dtype=torch.float64),
-        eps=None, ddof=1, stats=scatter_stats,
+        flat.double(),
+        Groups.from_index(ids),
+        torch.ones(k, dtype=torch.float64),
+        eps=None,
+        ddof=1,
+        stats=scatter_stats,
     )
     torch.testing.assert_close(fast, scatter, rtol=1e-9, atol=1e-9)
     for key in ("q", "singleton_groups"):

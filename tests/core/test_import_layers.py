@@ -21,7 +21,11 @@ def lint_imports(src: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(src)}  # the copy wins over the installed package
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -52,10 +56,16 @@ def test_the_package_keeps_its_contracts(package_copy: Path) -> None:
     [
         ("estimators/groups.py", "import corrgrpo.training.run", "Layers import only downward"),
         ("domains/toy/task.py", "import corrgrpo.integrations.trl", "Layers import only downward"),
-        ("domains/tools/parser.py", "import transformers",
-         "Core and domains never import a training framework"),
-        ("domains/code/task.py", "import corrgrpo.domains.tools.parser",
-         "Each domain stands alone on the Task interface"),
+        (
+            "domains/tools/parser.py",
+            "import transformers",
+            "Core and domains never import a training framework",
+        ),
+        (
+            "domains/code/task.py",
+            "import corrgrpo.domains.tools.parser",
+            "Each domain stands alone on the Task interface",
+        ),
         ("sandbox/values.py", "import numpy", "The sandbox needs only the standard library"),
     ],
 )

@@ -25,7 +25,9 @@ def _run(program: list[tuple[int, int, int, int]], arch: int, nr: int, arg0: int
         elif code == sc._BPF_RET_K:
             return k
         else:
-            taken = {sc._BPF_JEQ_K: acc == k, sc._BPF_JGE_K: acc >= k, sc._BPF_JSET_K: acc & k}[code]
+            taken = {sc._BPF_JEQ_K: acc == k, sc._BPF_JGE_K: acc >= k, sc._BPF_JSET_K: acc & k}[
+                code
+            ]
             pc += 1 + (jt if taken else jf)
             assert pc < len(program)
 

@@ -42,8 +42,9 @@ def test_tools_restarting_predictions_match_their_level(
     assert [line["index"] for line in lines] == [0, 1, 2, 3, 0, 1]  # restarts at line 5
     preds = tmp_path / "p.jsonl"
     preds.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert main(["eval", "tools", "--data", str(API_DIR), "--predictions", str(preds),
-                 "--json"]) == 0
+    assert (
+        main(["eval", "tools", "--data", str(API_DIR), "--predictions", str(preds), "--json"]) == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert [e["correct"] for e in result["examples"]] == [True] * 5
     assert result["metrics"]["accuracy"] == 100.0

@@ -118,7 +118,9 @@ THINK_CALL = "<think></think>\n<tool_call>\n"
 
 def scores(r: ToolRewards) -> dict[str, float]:
     return {
-        "tool_name": r.tool_name, "param_name": r.param_name, "param_value": r.param_value,
+        "tool_name": r.tool_name,
+        "param_name": r.param_name,
+        "param_value": r.param_value,
         "format": r.format,
     }
 
@@ -126,22 +128,54 @@ def scores(r: ToolRewards) -> dict[str, float]:
 # (hostile text, its exact scores against REF, the parser's first issue kinds, calls parsed)
 HOSTILE = [
     # no think block, one opening tag repeated, never closed: no structure, no call
-    ("\x00\ufffd<tool_call>" * 9000, {**NO_CALL, "format": 0.0},
-     ["missing_think", "duplicate_tag", "unclosed_tool_call"], False),
+    (
+        "\x00\ufffd<tool_call>" * 9000,
+        {**NO_CALL, "format": 0.0},
+        ["missing_think", "duplicate_tag", "unclosed_tool_call"],
+        False,
+    ),
     # a think block that never closes swallows everything
     ("<think>" * 15000, {**NO_CALL, "format": 0.0}, ["unclosed_think"], False),
     # right structure (format counts tags, not JSON), but the call line is not a call
-    (THINK_CALL + "[" * 100_000 + "\n</tool_call>", {**NO_CALL, "format": 1.0}, ["bad_call"], False),
-    (THINK_CALL + '{"name": "a", "parameters": ' * 20_000 + "\n</tool_call>",
-     {**NO_CALL, "format": 1.0}, ["bad_call"], False),
-    (THINK_CALL + "9" * 100_000 + "\n</tool_call>", {**NO_CALL, "format": 1.0}, ["bad_call"], False),
+    (
+        THINK_CALL + "[" * 100_000 + "\n</tool_call>",
+        {**NO_CALL, "format": 1.0},
+        ["bad_call"],
+        False,
+    ),
+    (
+        THINK_CALL + '{"name": "a", "parameters": ' * 20_000 + "\n</tool_call>",
+        {**NO_CALL, "format": 1.0},
+        ["bad_call"],
+        False,
+    ),
+    (
+        THINK_CALL + "9" * 100_000 + "\n</tool_call>",
+        {**NO_CALL, "format": 1.0},
+        ["bad_call"],
+        False,
+    ),
     # 3000 well-formed calls, none of them a reference call: parsed, nothing matches
-    (THINK_CALL + '{"name": "a", "parameters": {}}\n' * 3000 + "</tool_call>",
-     {**NO_CALL, "format": 1.0}, [], True),
+    (
+        THINK_CALL + '{"name": "a", "parameters": {}}\n' * 3000 + "</tool_call>",
+        {**NO_CALL, "format": 1.0},
+        [],
+        True,
+    ),
     # closing tags before opening ones: every tag repeated, the call block empty
-    ("</tool_call><tool_call>" * 5000 + "</response><response>" * 5000, {**NO_CALL, "format": 0.0},
-     ["missing_think", "duplicate_tag", "duplicate_tag", "duplicate_tag", "duplicate_tag",
-      "empty_tool_call"], False),
+    (
+        "</tool_call><tool_call>" * 5000 + "</response><response>" * 5000,
+        {**NO_CALL, "format": 0.0},
+        [
+            "missing_think",
+            "duplicate_tag",
+            "duplicate_tag",
+            "duplicate_tag",
+            "duplicate_tag",
+            "empty_tool_call",
+        ],
+        False,
+    ),
 ]
 
 
@@ -170,7 +204,10 @@ def test_tools_parse_deeply_nested_values() -> None:
         text = f'{THINK_CALL}{{"name": "a", "parameters": {{"x": {deep.format(inner)}}}}}\n</tool_call>'
         r = score_response(text, ref)
         assert scores(r) == {
-            "tool_name": 0.5, "param_name": 1.0, "param_value": param_value, "format": 1.0
+            "tool_name": 0.5,
+            "param_name": 1.0,
+            "param_value": param_value,
+            "format": 1.0,
         }
 
 

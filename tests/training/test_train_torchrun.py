@@ -14,13 +14,32 @@ pytest.importorskip("trl")
 
 
 def test_train_under_torchrun_writes_one_run_folder(tmp_path: Path) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-               "2", "-m", "corrgrpo.cli", "train", "--max-steps", "2",
-               "--runs-root", str(tmp_path / "runs"), "--set", "warm_start_steps=20"]
-    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=600)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "corrgrpo.cli",
+        "train",
+        "--max-steps",
+        "2",
+        "--runs-root",
+        str(tmp_path / "runs"),
+        "--set",
+        "warm_start_steps=20",
+    ]
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     [run] = list((tmp_path / "runs").iterdir())  # not one folder per process
     assert result.stdout.count("per-component means") == 1  # only the first process reports
@@ -33,14 +52,38 @@ def test_train_under_torchrun_writes_one_run_folder(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_compare_under_torchrun_uses_one_folder(tmp_path: Path) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-               "2", "-m", "corrgrpo.cli", "compare", "--estimators", "grpo", "--seeds", "1",
-               "--max-steps", "1", "--runs-root", str(tmp_path / "runs"),
-               "--set", "warm_start_steps=0", "--set", "eval_prompts=2"]
-    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=600)
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "corrgrpo.cli",
+        "compare",
+        "--estimators",
+        "grpo",
+        "--seeds",
+        "1",
+        "--max-steps",
+        "1",
+        "--runs-root",
+        str(tmp_path / "runs"),
+        "--set",
+        "warm_start_steps=0",
+        "--set",
+        "eval_prompts=2",
+    ]
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     [folder] = list((tmp_path / "runs").iterdir())  # not one comparison folder per process
     assert folder.name.startswith("compare-toy-")

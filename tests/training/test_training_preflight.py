@@ -74,10 +74,16 @@ def test_preflight_model_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_preflight_numbers() -> None:
     base = default_settings()
     check_numbers(base)
-    for bad in ({"trainer": {"max_steps": -3}}, {"trainer": {"max_steps": 0}},
-                {"trainer": {"num_generations": 1}}, {"seed": -1}, {"eval_samples": 0},
-                {"trainer": {"learning_rate": 0}}, {"trainer": {"beta": -0.1}},
-                {"trainer": {"per_device_train_batch_size": "8"}}):
+    for bad in (
+        {"trainer": {"max_steps": -3}},
+        {"trainer": {"max_steps": 0}},
+        {"trainer": {"num_generations": 1}},
+        {"seed": -1},
+        {"eval_samples": 0},
+        {"trainer": {"learning_rate": 0}},
+        {"trainer": {"beta": -0.1}},
+        {"trainer": {"per_device_train_batch_size": "8"}},
+    ):
         with pytest.raises(ValueError, match="must be"):
             check_numbers(apply_overrides(base, bad))
     check_numbers(apply_overrides(base, {"trainer": {"max_steps": -1}}))  # TRL: by epochs

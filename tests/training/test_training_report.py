@@ -53,7 +53,9 @@ def test_training_seed_stats_give_a_t_interval() -> None:
     s = stats(1.0, 2.0, 3.0)
     assert (s.mean, s.std, s.n) == (2.0, 1.0, 3)
     # t(0.975, 2) = 4.303: mean ± 4.303 * 1 / sqrt(3)
-    assert s.low == pytest.approx(2.0 - 4.303 / 3**0.5) and s.high == pytest.approx(2.0 + 4.303 / 3**0.5)
+    assert s.low == pytest.approx(2.0 - 4.303 / 3**0.5) and s.high == pytest.approx(
+        2.0 + 4.303 / 3**0.5
+    )
     single = stats(0.5)
     assert single.std == 0.0 and single.to_dict()["ci95"] is None
 

@@ -72,9 +72,16 @@ def test_tiny_chat_template_renders_tool_calls_for_multi_turn_tasks() -> None:
     text = tokenizer.apply_chat_template(
         [
             {"role": "user", "content": "pay"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"type": "function", "function": {"name": "send_money", "arguments": {"amount": 5}}}
-            ]},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "send_money", "arguments": {"amount": 5}},
+                    }
+                ],
+            },
             {"role": "tool", "name": "send_money", "content": "done"},
         ],
         tokenize=False,

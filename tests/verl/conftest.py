@@ -42,7 +42,7 @@ def legacy_batch(
     prompt_mask = np.zeros((n, prompt_len), dtype=np.int64)
     response_mask = np.zeros((n, response_len), dtype=np.int64)
     for i in range(n):
-        prompt_mask[i, prompt_len - prompt_valid[i]:] = 1
+        prompt_mask[i, prompt_len - prompt_valid[i] :] = 1
         response_mask[i, : response_valid[i]] = 1
     attention_mask = torch.from_numpy(np.concatenate([prompt_mask, response_mask], axis=1))
     prompts = torch.from_numpy(rng.integers(3, 100, size=(n, prompt_len)))
@@ -74,7 +74,9 @@ def legacy_batch(
     return data
 
 
-def algorithm_config(estimator: str, corrgrpo: dict[str, Any] | None = None, **overrides: Any) -> Any:
+def algorithm_config(
+    estimator: str, corrgrpo: dict[str, Any] | None = None, **overrides: Any
+) -> Any:
     """verl's ``algorithm`` section (as the trainers pass it) with a corrgrpo sub-section."""
     from omegaconf import OmegaConf
 

@@ -33,22 +33,31 @@ def _run_episode(row: dict, policy_cls: type) -> tuple[object, object]:
         async def generate(self, request_id, prompt_ids, sampling_params, **_):
             prompts.append(list(prompt_ids))
             # the scripted policy reads what the model would: the context after the opening prompt
-            seen = tokenizer.decode(prompt_ids[len(prompts[0]):])
+            seen = tokenizer.decode(prompt_ids[len(prompts[0]) :])
             text = policy.respond([{"role": "tool", "content": seen}], 0)
             ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
             return TokenOutput(token_ids=ids)
 
-    cfg = OmegaConf.create({
-        "actor_rollout_ref": {"rollout": {"prompt_length": 8192, "response_length": 12000,
-                                          "multi_turn": {"max_assistant_turns": 8,
-                                                         "max_tool_response_length": 1024}}},
-        "data": {"apply_chat_template_kwargs": {}},
-    })
+    cfg = OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {
+                    "prompt_length": 8192,
+                    "response_length": 12000,
+                    "multi_turn": {"max_assistant_turns": 8, "max_tool_response_length": 1024},
+                }
+            },
+            "data": {"apply_chat_template_kwargs": {}},
+        }
+    )
 
     async def episode():
         loop = AgentDojoAgentLoop(
-            trainer_config=DictConfigWrap(cfg), server_manager=ScriptedServer(),
-            tokenizer=tokenizer, processor=None, dataset_cls=None,
+            trainer_config=DictConfigWrap(cfg),
+            server_manager=ScriptedServer(),
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=None,
             data_config=DictConfigWrap(cfg.data),
         )
         return await loop.run({"temperature": 1.0}, **row)
@@ -86,10 +95,12 @@ def test_ground_truth_episode_scores_utility_and_masks_tool_output(rows):
     info = output.extra_fields["reward_extra_info"]
     assert info["r_util"] == 1.0 and info["r_sec"] == 0.0 and output.reward_score == 1.0
     assert len(output.response_ids) == len(output.response_mask)
-    generated = tokenizer.decode([t for t, m in zip(output.response_ids, output.response_mask,
-                                                    strict=True) if m])
-    context = tokenizer.decode([t for t, m in zip(output.response_ids, output.response_mask,
-                                                  strict=True) if not m])
+    generated = tokenizer.decode(
+        [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m]
+    )
+    context = tokenizer.decode(
+        [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if not m]
+    )
     assert "<tool_call>" in generated and "<tool_call>" not in context
     assert "tool" in context and len(context) > 50  # the tool results, excluded from the loss
     assert len(prompts) >= 2 and len(prompts[1]) > len(prompts[0])  # context grows per turn

@@ -34,7 +34,10 @@ def _components(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _expected(name, components, uids, weights, response_mask, **kwargs):
     adv = corrgrpo.compute_advantages(
-        torch.tensor(components, dtype=torch.float64), name, group_index=uids, weights=weights,
+        torch.tensor(components, dtype=torch.float64),
+        name,
+        group_index=uids,
+        weights=weights,
         **kwargs,
     )
     return adv.to(torch.float32).unsqueeze(-1) * response_mask
@@ -62,9 +65,7 @@ def test_legacy_trainer_batch_matches_compute_advantages(
     uids = make_ragged_uids(rng, [8, 8, 5, 3, 8, 2])
     comps = _components(rng, len(uids))
     data = make_legacy_batch(comps, NAMES, uids, WEIGHTS)
-    cfg = make_algorithm_config(
-        VERL_NAMES[name], {"reward_keys": NAMES, "weights": WEIGHTS}
-    )
+    cfg = make_algorithm_config(VERL_NAMES[name], {"reward_keys": NAMES, "weights": WEIGHTS})
     out = verl_trainer.compute_advantage(data, adv_estimator=VERL_NAMES[name], config=cfg)
     eps = 1e-6 if name == "grpo" else None  # verl's grpo stabilizer is our verl default
     expected = _expected(name, comps, uids, WEIGHTS, data.batch["response_mask"], eps=eps)
@@ -118,7 +119,8 @@ def test_our_grpo_equals_verls_builtin_grpo(
     # and from verl's scalar score alone (no reward_keys): the same numbers
     scalar_cfg = make_algorithm_config("corrgrpo_grpo", norm_adv_by_std_in_grpo=scale)
     c = verl_trainer.compute_advantage(
-        make_legacy_batch(comps, NAMES, uids, WEIGHTS, seed=1), adv_estimator="corrgrpo_grpo",
+        make_legacy_batch(comps, NAMES, uids, WEIGHTS, seed=1),
+        adv_estimator="corrgrpo_grpo",
         config=scalar_cfg,
     ).batch["advantages"]
     torch.testing.assert_close(c, b, rtol=1e-5, atol=2e-6)
@@ -188,8 +190,12 @@ def test_v1_trainer_batch_with_multi_output_sessions(make_algorithm_config):
     scores[:, 0] = torch.tensor(comps @ np.asarray(WEIGHTS), dtype=torch.float32)
     data = DataProto(
         batch=TensorDict(
-            {"response_mask": response_mask, "rm_scores": scores,
-             "token_level_scores": scores, "token_level_rewards": scores},
+            {
+                "response_mask": response_mask,
+                "rm_scores": scores,
+                "token_level_scores": scores,
+                "token_level_rewards": scores,
+            },
             batch_size=n,
         ),
         non_tensor_batch={"uid": np.array(uids, dtype=object)},
@@ -202,12 +208,16 @@ def test_v1_trainer_batch_with_multi_output_sessions(make_algorithm_config):
         )
     finals = [i for i in range(n) if final[i]]
     per_session = corrgrpo.compute_advantages(
-        torch.tensor(comps[finals]), "corr_grpo", group_index=[uids[i] for i in finals],
+        torch.tensor(comps[finals]),
+        "corr_grpo",
+        group_index=[uids[i] for i in finals],
         weights=WEIGHTS,
     )
     session_index = {session_of[i]: j for j, i in enumerate(finals)}
     expected = per_session[[session_index[s] for s in session_of]].float().unsqueeze(-1)
-    torch.testing.assert_close(out.batch["advantages"], expected * response_mask, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        out.batch["advantages"], expected * response_mask, rtol=1e-5, atol=1e-6
+    )
     assert batch.stats["estimator"] == "corr_grpo" and "singleton_groups" in batch.stats
 
 
@@ -219,9 +229,12 @@ def test_components_missing_gives_a_clear_error(make_algorithm_config, make_lega
     fn = get_adv_estimator_fn("corr_grpo")
     # called the way a trainer without our wrapper calls it: tensors only
     with pytest.raises(ComponentsUnavailableError, match="trainer_mode=corrgrpo_sync"):
-        fn(token_level_rewards=data.batch["token_level_rewards"],
-           response_mask=data.batch["response_mask"], index=data.non_tensor_batch["uid"],
-           config=cfg)
+        fn(
+            token_level_rewards=data.batch["token_level_rewards"],
+            response_mask=data.batch["response_mask"],
+            index=data.non_tensor_batch["uid"],
+            config=cfg,
+        )
 
 
 def test_configuration_errors_name_the_problem(
@@ -230,25 +243,47 @@ def test_configuration_errors_name_the_problem(
     data = make_legacy_batch(np.ones((4, 4)), NAMES, ["a", "a", "b", "b"], WEIGHTS)
     run = verl_trainer.compute_advantage
     with pytest.raises(KeyError, match="typo"):
-        run(data, adv_estimator="corr_grpo",
-            config=make_algorithm_config("corr_grpo", {"reward_keys": ["fmt", "typo"]}))
+        run(
+            data,
+            adv_estimator="corr_grpo",
+            config=make_algorithm_config("corr_grpo", {"reward_keys": ["fmt", "typo"]}),
+        )
     with pytest.raises(ValueError, match="reward_keys"):
         run(data, adv_estimator="corr_grpo", config=make_algorithm_config("corr_grpo"))
     with pytest.raises(ValueError, match="unknown key"):
-        run(data, adv_estimator="corr_grpo",
-            config=make_algorithm_config("corr_grpo", {"reward_key": NAMES}))
+        run(
+            data,
+            adv_estimator="corr_grpo",
+            config=make_algorithm_config("corr_grpo", {"reward_key": NAMES}),
+        )
     with pytest.raises(ValueError, match="weights has 2 entries"):
-        run(data, adv_estimator="corr_grpo",
-            config=make_algorithm_config("corr_grpo", {"reward_keys": NAMES, "weights": [1, 2]}))
+        run(
+            data,
+            adv_estimator="corr_grpo",
+            config=make_algorithm_config("corr_grpo", {"reward_keys": NAMES, "weights": [1, 2]}),
+        )
     with pytest.raises(ValueError, match="use_kl_loss"):
-        run(data, adv_estimator="corr_grpo",
-            config=make_algorithm_config("corr_grpo", {"reward_keys": NAMES}, use_kl_in_reward=True))
+        run(
+            data,
+            adv_estimator="corr_grpo",
+            config=make_algorithm_config(
+                "corr_grpo", {"reward_keys": NAMES}, use_kl_in_reward=True
+            ),
+        )
     with pytest.raises(ValueError, match="does not accept option"):
-        run(data, adv_estimator="corr_grpo",
-            config=make_algorithm_config("corr_grpo", {"reward_keys": NAMES, "options": {"x": 1}}))
+        run(
+            data,
+            adv_estimator="corr_grpo",
+            config=make_algorithm_config("corr_grpo", {"reward_keys": NAMES, "options": {"x": 1}}),
+        )
     with pytest.raises(ValueError, match="norm_adv_by_std_in_grpo"):
-        run(data, adv_estimator="rdpo", config=make_algorithm_config(
-            "rdpo", {"reward_keys": NAMES}, norm_adv_by_std_in_grpo=False))
+        run(
+            data,
+            adv_estimator="rdpo",
+            config=make_algorithm_config(
+                "rdpo", {"reward_keys": NAMES}, norm_adv_by_std_in_grpo=False
+            ),
+        )
 
 
 def test_corr_grpo_without_std_is_the_numerator(
@@ -276,9 +311,11 @@ def test_every_v1_trainer_flavour_has_a_corrgrpo_mode():
 
     from corrgrpo.integrations.verl.v1 import ComponentRewardsMixin
 
-    for mode, base in [("corrgrpo_sync", PPOTrainerSync),
-                       ("corrgrpo_colocate_async", PPOTrainerColocateAsync),
-                       ("corrgrpo_separate_async", PPOTrainerSeparateAsync)]:
+    for mode, base in [
+        ("corrgrpo_sync", PPOTrainerSync),
+        ("corrgrpo_colocate_async", PPOTrainerColocateAsync),
+        ("corrgrpo_separate_async", PPOTrainerSeparateAsync),
+    ]:
         cls = get_trainer_cls(mode)
         assert cls.__mro__[1] is ComponentRewardsMixin and issubclass(cls, base)
         # the fetch runs in front of verl's own advantage step, which stays in charge

@@ -13,12 +13,18 @@ from corrgrpo.integrations.verl import hooks
 
 
 def _check(env_overrides: dict[str, str]) -> tuple[int, list[dict]]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VERL_USE_EXTERNAL_PLUGINS", "VERL_USE_EXTERNAL_MODULES")
+    }
     env.update(env_overrides)
     proc = subprocess.run(
         [sys.executable, "-m", "corrgrpo.integrations.verl.check", "--json"],
-        capture_output=True, text=True, env=env, timeout=240,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
     )
     start = proc.stdout.index("[")
     return proc.returncode, json.loads(proc.stdout[start:])
@@ -38,10 +44,19 @@ def test_fresh_interpreter_loads_plugin_through_verl():
     rc, (report,) = _check({})
     assert rc == 0, report
     assert report["ok"] and report["plugin_loaded_by_verl"] and report["legacy_wrapper"]
-    assert {"corr_grpo", "gdpo_corr", "mo_grpo", "rdpo", "dr_grpo", "corrgrpo_grpo",
-            "corrgrpo_gdpo"} <= set(report["estimators"])
+    assert {
+        "corr_grpo",
+        "gdpo_corr",
+        "mo_grpo",
+        "rdpo",
+        "dr_grpo",
+        "corrgrpo_grpo",
+        "corrgrpo_gdpo",
+    } <= set(report["estimators"])
     assert report["trainer_modes"] == [
-        "corrgrpo_colocate_async", "corrgrpo_separate_async", "corrgrpo_sync"
+        "corrgrpo_colocate_async",
+        "corrgrpo_separate_async",
+        "corrgrpo_sync",
     ]
 
 
@@ -58,13 +73,18 @@ def test_disabled_plugins_are_explained(monkeypatch):
 
 def test_external_modules_variable_loads_plugin_when_entry_points_are_off():
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_USE_EXTERNAL")}
-    env.update(VERL_USE_EXTERNAL_PLUGINS="none",
-               VERL_USE_EXTERNAL_MODULES="corrgrpo.integrations.verl.plugin")
-    code = ("import sys, verl; from verl.trainer.ppo import core_algos as c; "
-            "print(sorted(k for k, f in c.ADV_ESTIMATOR_REGISTRY.items() "
-            "if hasattr(f, 'corrgrpo_estimator')))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=240)
+    env.update(
+        VERL_USE_EXTERNAL_PLUGINS="none",
+        VERL_USE_EXTERNAL_MODULES="corrgrpo.integrations.verl.plugin",
+    )
+    code = (
+        "import sys, verl; from verl.trainer.ppo import core_algos as c; "
+        "print(sorted(k for k, f in c.ADV_ESTIMATOR_REGISTRY.items() "
+        "if hasattr(f, 'corrgrpo_estimator')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "'corr_grpo'" in proc.stdout and "'corrgrpo_grpo'" in proc.stdout
 

@@ -24,8 +24,16 @@ def cluster() -> Any:
     from omegaconf import OmegaConf
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    tq.init(OmegaConf.create({"backend": {"storage_backend": "SimpleStorage", "SimpleStorage": {
-        "total_storage_size": 1000, "num_data_storage_units": 1}}}))
+    tq.init(
+        OmegaConf.create(
+            {
+                "backend": {
+                    "storage_backend": "SimpleStorage",
+                    "SimpleStorage": {"total_storage_size": 1000, "num_data_storage_units": 1},
+                }
+            }
+        )
+    )
     try:
         yield ray, tq
     finally:
@@ -47,14 +55,21 @@ def _trainer(cls: type, estimator: str) -> Any:
     from omegaconf import OmegaConf
 
     trainer = cls.__new__(cls)  # only _compute_advantage is exercised: no workers, no models
-    trainer.config = OmegaConf.create({
-        "algorithm": {
-            "adv_estimator": estimator, "gamma": 1.0, "lam": 1.0, "norm_adv_by_std_in_grpo": True,
-            "use_kl_in_reward": False, "kl_penalty": "kl", "rollout_correction": None,
-            "corrgrpo": {"reward_keys": NAMES, "weights": WEIGHTS},
-        },
-        "actor_rollout_ref": {"rollout": {"n": 4}},
-    })
+    trainer.config = OmegaConf.create(
+        {
+            "algorithm": {
+                "adv_estimator": estimator,
+                "gamma": 1.0,
+                "lam": 1.0,
+                "norm_adv_by_std_in_grpo": True,
+                "use_kl_in_reward": False,
+                "kl_penalty": "kl",
+                "rollout_correction": None,
+                "corrgrpo": {"reward_keys": NAMES, "weights": WEIGHTS},
+            },
+            "actor_rollout_ref": {"rollout": {"n": 4}},
+        }
+    )
     return trainer
 
 
@@ -73,8 +88,11 @@ def _put_batch(
     session_rewards = {}
     for p in range(3):
         for s in range(4):
-            session_rewards[(p, s)] = [float(rng.integers(0, 2)), float(rng.integers(0, 2)),
-                                       float(rng.random())]
+            session_rewards[(p, s)] = [
+                float(rng.integers(0, 2)),
+                float(rng.integers(0, 2)),
+                float(rng.random()),
+            ]
             for k in range(2 if (p, s) == (0, 1) else 1):
                 length = int(rng.integers(2, 6))
                 reward = session_rewards[(p, s)]
@@ -83,18 +101,23 @@ def _put_batch(
                 keys.append(f"p{p}_{s}_{k}")
                 uids.append(f"p{p}")
                 lengths.append(length)
-                rows.append({
-                    "uid": f"p{p}",
-                    "prompts": torch.ones(3, dtype=torch.int64),
-                    "responses": torch.ones(length, dtype=torch.int64),
-                    "response_mask": torch.ones(length, dtype=torch.int64),
-                    "rm_scores": rm,
-                    "extra_fields": {"reward_extra_info": dict(zip(NAMES, reward, strict=True))},
-                })
+                rows.append(
+                    {
+                        "uid": f"p{p}",
+                        "prompts": torch.ones(3, dtype=torch.int64),
+                        "responses": torch.ones(length, dtype=torch.int64),
+                        "response_mask": torch.ones(length, dtype=torch.int64),
+                        "rm_scores": rm,
+                        "extra_fields": {
+                            "reward_extra_info": dict(zip(NAMES, reward, strict=True))
+                        },
+                    }
+                )
     tq.kv_batch_put(keys=keys, partition_id=partition, fields=list_of_dict_to_tensordict(rows))
     finals = [i for i, key in enumerate(keys) if key != "p0_1_0"]
-    comps = np.array([rows[i]["extra_fields"]["reward_extra_info"][n] for i in finals
-                      for n in NAMES]).reshape(len(finals), len(NAMES))
+    comps = np.array(
+        [rows[i]["extra_fields"]["reward_extra_info"][n] for i in finals for n in NAMES]
+    ).reshape(len(finals), len(NAMES))
     expected_final = corrgrpo.compute_advantages(
         torch.tensor(comps), "corr_grpo", group_index=[uids[i] for i in finals], weights=WEIGHTS
     )
@@ -123,8 +146,9 @@ def test_v1_trainer_mode_reads_components_from_transfer_queue(cluster):
     for i, length in enumerate(lengths):
         row = advantages[i]
         assert row.shape == (length,)
-        torch.testing.assert_close(row, torch.full((length,), expected[i], dtype=row.dtype),
-                                   rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(
+            row, torch.full((length,), expected[i], dtype=row.dtype), rtol=1e-5, atol=1e-6
+        )
     # the logged component means cover every row fetched (both outputs of session p0_1)
     for j, name in enumerate(NAMES):
         assert metrics[f"corrgrpo/reward/{name}/mean"] == pytest.approx(components[:, j].mean())

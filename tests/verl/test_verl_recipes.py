@@ -10,19 +10,39 @@ import pytest
 from corrgrpo.integrations.verl.recipes import validate_recipe
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "verl"
-CONFIGS = sorted(p for p in (RECIPES / "config").glob("corrgrpo_*.yaml") if p.stem != "corrgrpo_base")
+CONFIGS = sorted(
+    p for p in (RECIPES / "config").glob("corrgrpo_*.yaml") if p.stem != "corrgrpo_base"
+)
 
 # PAPER.md §3-5: model, prompts per batch x samples, lr, KL, prompt/response lengths
 PAPER = {
-    "code": {"model": "Qwen/Qwen2.5-Coder-7B-Instruct", "batch": 64, "n": 8, "kl": 1e-3,
-             "lengths": (4096, 2048), "keys": ["format", "syntax", "compile", "runtime", "pass",
-                                               "ast", "efficiency"],
-             "weights": [0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20]},
-    "tools": {"model": "Qwen/Qwen2.5-7B-Instruct", "batch": 128, "n": 4, "kl": None,
-              "lengths": None, "keys": ["tool_name", "param_name", "param_value", "format"],
-              "weights": [1.0, 1.0, 1.0, 1.0]},
-    "agent": {"model": "Qwen/Qwen2.5-7B-Instruct", "batch": 16, "n": 4, "kl": None,
-              "lengths": None, "keys": ["r_util", "r_sec"], "weights": [1.0, 1.0]},
+    "code": {
+        "model": "Qwen/Qwen2.5-Coder-7B-Instruct",
+        "batch": 64,
+        "n": 8,
+        "kl": 1e-3,
+        "lengths": (4096, 2048),
+        "keys": ["format", "syntax", "compile", "runtime", "pass", "ast", "efficiency"],
+        "weights": [0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20],
+    },
+    "tools": {
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "batch": 128,
+        "n": 4,
+        "kl": None,
+        "lengths": None,
+        "keys": ["tool_name", "param_name", "param_value", "format"],
+        "weights": [1.0, 1.0, 1.0, 1.0],
+    },
+    "agent": {
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "batch": 16,
+        "n": 4,
+        "kl": None,
+        "lengths": None,
+        "keys": ["r_util", "r_sec"],
+        "weights": [1.0, 1.0],
+    },
 }
 
 
@@ -36,7 +56,7 @@ def test_every_paper_setting_has_a_recipe():
     assert settings == set(PAPER)
     for setting in settings:
         assert (RECIPES / "train.sh").is_file()
-        assert f"train.sh\" {setting}" in (RECIPES / f"run_{setting}.sh").read_text()
+        assert f'train.sh" {setting}' in (RECIPES / f"run_{setting}.sh").read_text()
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
@@ -82,8 +102,13 @@ def test_overrides_are_validated_too():
     with pytest.raises(ValueError, match="does not accept option"):
         validate_recipe(config, ["+algorithm.corrgrpo.options.bogus=1"])
     with pytest.raises(ValueError, match="not components of the 'tools' domain"):
-        validate_recipe(config, ["algorithm.corrgrpo.reward_keys=[tool_name,typo,param_value,format]",
-                                 "reward.custom_reward_function.reward_kwargs.components=null"])
+        validate_recipe(
+            config,
+            [
+                "algorithm.corrgrpo.reward_keys=[tool_name,typo,param_value,format]",
+                "reward.custom_reward_function.reward_kwargs.components=null",
+            ],
+        )
     from hydra.errors import ConfigCompositionException
 
     with pytest.raises(ConfigCompositionException):
@@ -91,11 +116,13 @@ def test_overrides_are_validated_too():
 
 
 def test_launch_script_refuses_unknown_settings():
-    proc = subprocess.run(["bash", str(RECIPES / "train.sh"), "nope"], capture_output=True,
-                          text=True, timeout=30)
+    proc = subprocess.run(
+        ["bash", str(RECIPES / "train.sh"), "nope"], capture_output=True, text=True, timeout=30
+    )
     assert proc.returncode == 2 and "unknown setting 'nope'" in proc.stderr
-    proc = subprocess.run(["bash", str(RECIPES / "train.sh")], capture_output=True, text=True,
-                          timeout=30)
+    proc = subprocess.run(
+        ["bash", str(RECIPES / "train.sh")], capture_output=True, text=True, timeout=30
+    )
     assert proc.returncode == 2 and "train.sh {code,tools,agent}" in proc.stdout
 
 
@@ -105,10 +132,22 @@ def test_verls_own_entry_point_composes_a_recipe():
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(RECIPES / "config"),
-         "--config-name", "corrgrpo_agent", "--cfg", "job",
-         "algorithm.adv_estimator=gdpo_corr"],
-        capture_output=True, text=True, timeout=240, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        [
+            sys.executable,
+            "-m",
+            "verl.trainer.main_ppo",
+            "--config-path",
+            str(RECIPES / "config"),
+            "--config-name",
+            "corrgrpo_agent",
+            "--cfg",
+            "job",
+            "algorithm.adv_estimator=gdpo_corr",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "adv_estimator: gdpo_corr" in proc.stdout

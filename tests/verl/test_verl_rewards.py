@@ -26,16 +26,40 @@ def _verl_reward_fn(domain: str | None, components: list[str] | None):
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     kwargs = {k: v for k, v in {"domain": domain, "components": components}.items() if v}
-    return get_custom_reward_fn(OmegaConf.create({"reward": {"custom_reward_function": {
-        "path": "pkg://corrgrpo.integrations.verl.rewards", "name": "compute_score",
-        "reward_kwargs": kwargs}}}))
+    return get_custom_reward_fn(
+        OmegaConf.create(
+            {
+                "reward": {
+                    "custom_reward_function": {
+                        "path": "pkg://corrgrpo.integrations.verl.rewards",
+                        "name": "compute_score",
+                        "reward_kwargs": kwargs,
+                    }
+                }
+            }
+        )
+    )
 
 
 def _parquet_rows(domain: str, source: Path, tmp_path: Path, limit: int) -> list[dict]:
     import pandas as pd
 
-    assert verl_data.main([domain, "--source", str(source), "--split", "train",
-                           "--limit", str(limit), "--out", str(tmp_path)]) == 0
+    assert (
+        verl_data.main(
+            [
+                domain,
+                "--source",
+                str(source),
+                "--split",
+                "train",
+                "--limit",
+                str(limit),
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     frame = pd.read_parquet(tmp_path / "train.parquet")
     assert list(frame.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     return frame.to_dict("records")
@@ -54,16 +78,34 @@ def test_tools_rows_score_through_verls_loader(tmp_path):
     fn = _verl_reward_fn(None, TOOL_KEYS)
     for row in rows:
         truth = row["reward_model"]["ground_truth"]
-        gold = fn(data_source=row["data_source"], solution_str=truth, ground_truth=truth,
-                  extra_info=row["extra_info"])
+        gold = fn(
+            data_source=row["data_source"],
+            solution_str=truth,
+            ground_truth=truth,
+            extra_info=row["extra_info"],
+        )
         if "<tool_call>" in truth.split("</think>")[-1]:
-            assert gold == {"score": 4.0, "tool_name": 0.5, "param_name": 1.0,
-                            "param_value": 1.5, "format": 1.0}
+            assert gold == {
+                "score": 4.0,
+                "tool_name": 0.5,
+                "param_name": 1.0,
+                "param_value": 1.5,
+                "format": 1.0,
+            }
         else:  # a reference without calls: the content rewards are 0
-            assert gold == {"score": 1.0, "tool_name": 0.0, "param_name": 0.0,
-                            "param_value": 0.0, "format": 1.0}
-        bad = fn(data_source=row["data_source"], solution_str="<think>hmm</think>",
-                 ground_truth=truth, extra_info=row["extra_info"])
+            assert gold == {
+                "score": 1.0,
+                "tool_name": 0.0,
+                "param_name": 0.0,
+                "param_value": 0.0,
+                "format": 1.0,
+            }
+        bad = fn(
+            data_source=row["data_source"],
+            solution_str="<think>hmm</think>",
+            ground_truth=truth,
+            extra_info=row["extra_info"],
+        )
         assert list(bad) == ["score", *TOOL_KEYS] and bad["score"] < gold["score"]
 
 
@@ -73,13 +115,20 @@ def test_code_rows_score_through_verls_loader(tmp_path):
     truth = row["reward_model"]["ground_truth"]
     reference = json.loads(truth)["reference"]
     fn = _verl_reward_fn("code", CODE_KEYS)
-    good = fn(data_source=row["data_source"], solution_str=f"```python\n{reference}\n```",
-              ground_truth=truth, extra_info=row["extra_info"])
+    good = fn(
+        data_source=row["data_source"],
+        solution_str=f"```python\n{reference}\n```",
+        ground_truth=truth,
+        extra_info=row["extra_info"],
+    )
     assert list(good) == ["score", *CODE_KEYS]
     assert good["pass"] == 1.0 and good["format"] == 1.0 and good["score"] > 1.0
-    hostile = fn(data_source=row["data_source"],
-                 solution_str="```python\nimport os\nos._exit(0)\n```", ground_truth=truth,
-                 extra_info=row["extra_info"])
+    hostile = fn(
+        data_source=row["data_source"],
+        solution_str="```python\nimport os\nos._exit(0)\n```",
+        ground_truth=truth,
+        extra_info=row["extra_info"],
+    )
     assert hostile["pass"] == 0.0 and hostile["score"] < good["score"]
 
 
@@ -97,11 +146,19 @@ def test_agent_transcripts_score_through_the_dispatcher():
         if "<tool_call>" not in text:
             break
     fn = _verl_reward_fn(None, ["r_util", "r_sec"])
-    good = fn(data_source="agentdojo", solution_str=json.dumps(turns),
-              ground_truth=case.to_json(), extra_info={})
+    good = fn(
+        data_source="agentdojo",
+        solution_str=json.dumps(turns),
+        ground_truth=case.to_json(),
+        extra_info={},
+    )
     assert good == {"score": 1.0, "r_util": 1.0, "r_sec": 0.0}
-    idle = fn(data_source="agentdojo", solution_str="I cannot help with that.",
-              ground_truth=case.to_json(), extra_info={})
+    idle = fn(
+        data_source="agentdojo",
+        solution_str="I cannot help with that.",
+        ground_truth=case.to_json(),
+        extra_info={},
+    )
     assert idle["r_util"] == 0.0 and idle["score"] == 0.0
 
 
@@ -123,6 +180,7 @@ def test_unknown_domain_and_infrastructure_kwargs():
     with pytest.raises(ValueError, match="unknown reward domain"):
         compute_score("x", "y", "z", domain="chess")
     truth = json.loads(RLLA.read_text())[0]["output"]
-    out = compute_score("rlla", truth, truth, None, reward_router_address=None,
-                        reward_model_tokenizer=None)
+    out = compute_score(
+        "rlla", truth, truth, None, reward_router_address=None, reward_model_tokenizer=None
+    )
     assert out["score"] == 4.0

@@ -34,7 +34,9 @@ def worked_example() -> dict[str, object]:
         "share_of_S": {n: float(d.share[0, k]) for k, n in enumerate(d.names)},
         "multiplier_grpo": 1 / math.sqrt(s_total),
         "multiplier_corr_grpo": 1 / math.sqrt(q),
-        "influence": {e: {n: float(v[k]) for k, n in enumerate(d.names)} for e, v in d.influence.items()},
+        "influence": {
+            e: {n: float(v[k]) for k, n in enumerate(d.names)} for e, v in d.influence.items()
+        },
     }
 
 
@@ -54,8 +56,15 @@ def scale_sweep(scales: tuple[float, ...] = DEFAULT_SCALES, n: int = 8) -> list[
             est: float(compute_advantages(g[None], est, eps=0.0)[0, i] / centred[i])
             for est in ("grpo", "corr_grpo")
         }
-        rows.append({"a": a, "S": float(d.total_variance[0]), "Q": float(d.q[0]),
-                     "share_r3": float(d.share[0, 2]), **{f"A_{k}": v for k, v in per_unit.items()}})
+        rows.append(
+            {
+                "a": a,
+                "S": float(d.total_variance[0]),
+                "Q": float(d.q[0]),
+                "share_r3": float(d.share[0, 2]),
+                **{f"A_{k}": v for k, v in per_unit.items()},
+            }
+        )
     return rows
 
 
@@ -91,7 +100,16 @@ def example_table(ex: dict[str, object]) -> Any:
     t = Table(title="Worked example (4 trajectories, 3 rewards)")
     t.add_column("quantity")
     t.add_column("value", justify="right")
-    for key in ("rho12", "rho13", "rho23", "var_r3", "S", "Q", "multiplier_grpo", "multiplier_corr_grpo"):
+    for key in (
+        "rho12",
+        "rho13",
+        "rho23",
+        "var_r3",
+        "S",
+        "Q",
+        "multiplier_grpo",
+        "multiplier_corr_grpo",
+    ):
         t.add_row(key, f"{ex[key]:.4f}")
     shares = ex["share_of_S"]
     assert isinstance(shares, dict)
@@ -127,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
     print_table(console, sweep_table(sweep))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "analyze.json").write_text(json.dumps({"worked_example": ex, "scale_sweep": sweep}, indent=2))
+    (out / "analyze.json").write_text(
+        json.dumps({"worked_example": ex, "scale_sweep": sweep}, indent=2)
+    )
     print_path(console, "wrote ", out / "analyze.json")
     if is_installed("matplotlib"):
         plot(ex, sweep, out / "analyze.png")
@@ -139,6 +159,11 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="runs/analyze", help="output folder (JSON + PNG)")
-    parser.add_argument("--scales", type=float, nargs="+", default=list(DEFAULT_SCALES),
-                        help="scales a of reward 3 for the sweep")
+    parser.add_argument(
+        "--scales",
+        type=float,
+        nargs="+",
+        default=list(DEFAULT_SCALES),
+        help="scales a of reward 3 for the sweep",
+    )
     parser.set_defaults(func=run)

@@ -56,8 +56,7 @@ def load_reward_table(
         groups = [(r.get("step"), _freeze(r[key])) for r in rows]
     if components is None:
         components = [
-            k for k, v in rows[0].items()
-            if k != key and k not in NOT_COMPONENTS and _is_number(v)
+            k for k, v in rows[0].items() if k != key and k not in NOT_COMPONENTS and _is_number(v)
         ]
     if not components:
         raise ValueError("no numeric reward components found; pass --components a,b,c")
@@ -151,11 +150,15 @@ def heatmap(d: Diagnosis, path: Path) -> None:
     save_figure(fig, path, dpi=120)
 
 
-def parse_options(args: argparse.Namespace) -> tuple[list[str] | None, list[float] | None, list[str]]:
+def parse_options(
+    args: argparse.Namespace,
+) -> tuple[list[str] | None, list[float] | None, list[str]]:
     """Components, weights and estimators from the flags, checked before any file is read."""
     from corrgrpo.training.preflight import check_estimator
 
-    comps = [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
+    comps = (
+        [c.strip() for c in args.components.split(",") if c.strip()] if args.components else None
+    )
     estimators = [e.strip() for e in args.estimators.split(",") if e.strip()]
     if not estimators:
         raise ValueError("--estimators needs at least one estimator name")
@@ -166,7 +169,9 @@ def parse_options(args: argparse.Namespace) -> tuple[list[str] | None, list[floa
         try:
             weights = [float(w) for w in args.weights.split(",")]
         except ValueError:
-            raise ValueError(f"--weights must be comma-separated numbers, got {args.weights!r}") from None
+            raise ValueError(
+                f"--weights must be comma-separated numbers, got {args.weights!r}"
+            ) from None
     if weights is not None and comps is not None and len(weights) != len(comps):
         raise ValueError(f"--weights has {len(weights)} numbers for {len(comps)} --components")
     if args.q_threshold <= 0:
@@ -181,7 +186,9 @@ def component_table(d: Diagnosis, summary: dict[str, Any], names: list[str]) -> 
     t.add_column("component")
     t.add_column("share of S", justify="right")
     t.add_column("zero-var", justify="right")
-    t.caption = "influence: share of the RMS change in the advantage when the component is made inert"
+    t.caption = (
+        "influence: share of the RMS change in the advantage when the component is made inert"
+    )
     for est in d.influence:
         t.add_column(est, justify="right")
     for k, name in enumerate(names):
@@ -218,7 +225,9 @@ def drowned_components(d: Diagnosis, summary: dict[str, Any], names: list[str]) 
     ]
 
 
-def write_outputs(d: Diagnosis, summary: dict[str, Any], corr: torch.Tensor, out: Path) -> list[Path]:
+def write_outputs(
+    d: Diagnosis, summary: dict[str, Any], corr: torch.Tensor, out: Path
+) -> list[Path]:
     """``inspect.json``, and the heatmap when matplotlib (the ``plots`` extra) is there."""
     from corrgrpo.cli.errors import is_installed
 
@@ -243,8 +252,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--weights has {len(weights)} numbers for {len(names)} components")
     from corrgrpo.diagnostics import diagnose
 
-    d = diagnose(rewards, groups, weights, names=names, q_threshold=args.q_threshold,
-                 estimators=estimators)
+    d = diagnose(
+        rewards, groups, weights, names=names, q_threshold=args.q_threshold, estimators=estimators
+    )
     summary: dict[str, Any] = d.summary()
     console = make_console()
     console.print(
@@ -262,11 +272,15 @@ def run(args: argparse.Namespace) -> int:
     )
     drowned = drowned_components(d, summary, names)
     if drowned:
-        console.print(f"[yellow]under GRPO these components barely move the advantage: {', '.join(drowned)}")
+        console.print(
+            f"[yellow]under GRPO these components barely move the advantage: {', '.join(drowned)}"
+        )
     for path in write_outputs(d, summary, corr, Path(args.out)):
         print_path(console, "wrote ", path)
     if not is_installed("matplotlib"):
-        console.print("no heatmap: it needs matplotlib, pip install 'corrgrpo[plots]'", markup=False)
+        console.print(
+            "no heatmap: it needs matplotlib, pip install 'corrgrpo[plots]'", markup=False
+        )
     return 0
 
 
@@ -274,10 +288,17 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", help="JSONL or parquet files, or folders of them")
     parser.add_argument("--group-key", help="field holding the group id (default: auto)")
     parser.add_argument("--group-size", type=int, help="groups are contiguous runs of this size")
-    parser.add_argument("--components", help="comma-separated component fields (default: numeric fields)")
+    parser.add_argument(
+        "--components", help="comma-separated component fields (default: numeric fields)"
+    )
     parser.add_argument("--weights", help="comma-separated reward weights, in component order")
-    parser.add_argument("--estimators", default="grpo,corr_grpo,gdpo,mo_grpo",
-                        help="comma-separated estimators to compare (any registered name)")
-    parser.add_argument("--q-threshold", type=float, default=0.1, help="near-singular if Q is below")
+    parser.add_argument(
+        "--estimators",
+        default="grpo,corr_grpo,gdpo,mo_grpo",
+        help="comma-separated estimators to compare (any registered name)",
+    )
+    parser.add_argument(
+        "--q-threshold", type=float, default=0.1, help="near-singular if Q is below"
+    )
     parser.add_argument("--out", default="runs/inspect", help="output folder (JSON + heatmap)")
     parser.set_defaults(func=run)

@@ -269,9 +269,7 @@ def run(args: argparse.Namespace) -> int:
     if not result.main_process:
         return 0
     print_table(console, summary_table(result))
-    console.print(
-        f"wall time {result.wall_seconds:.0f}s (training {result.train_seconds:.0f}s)"
-    )
+    console.print(f"wall time {result.wall_seconds:.0f}s (training {result.train_seconds:.0f}s)")
     print_path(console, "metrics: ", result.path / "metrics.jsonl")
     if result.plot:
         print_path(console, "curves: ", result.plot)

@@ -68,7 +68,8 @@ class Diagnosis:
             "share": {n: mean(self.share[:, k]) for k, n in enumerate(self.names)},
             "zero_variance_frac": {
                 n: float(self.zero_variance[~self.singleton, k].double().mean())
-                if bool((~self.singleton).any()) else float("nan")
+                if bool((~self.singleton).any())
+                else float("nan")
                 for k, n in enumerate(self.names)
             },
             "influence": {
@@ -120,12 +121,8 @@ def diagnose(
     # validation and the canonical form come from the estimator front door
     compute_advantages(rewards, "dr_grpo", group_index=group_index, weights=weights, ddof=ddof)
     flat, groups, k = _canonical(rewards, group_index)
-    names = list(names) if names is not None else [f"r{j}" for j in range(k)]
-    if len(names) != k:
-        raise ValueError(f"names has {len(names)} entries but rewards has K={k} components")
-    w = torch.ones(k, dtype=torch.float64) if weights is None else torch.as_tensor(
-        weights, dtype=torch.float64
-    )
+    names = _component_names(names, k)
+    w = _weights64(weights, k)
     x = flat.to(torch.float64)
     structure = _group_structure(x, groups, w.to(x.device), ddof)
     c_q = _c_q(x, groups, w.to(x.device), ddof, structure.tot, grpo_eps, corr_options)
@@ -152,6 +149,20 @@ def diagnose(
         influence=influence,
         q_threshold=q_threshold,
     )
+
+
+def _component_names(names: Sequence[str] | None, k: int) -> list[str]:
+    if names is None:
+        return [f"r{j}" for j in range(k)]
+    if len(names) != k:
+        raise ValueError(f"names has {len(names)} entries but rewards has K={k} components")
+    return list(names)
+
+
+def _weights64(weights: Tensor | Sequence[float] | None, k: int) -> Tensor:
+    if weights is None:
+        return torch.ones(k, dtype=torch.float64)
+    return torch.as_tensor(weights, dtype=torch.float64)
 
 
 @dataclass(frozen=True)
@@ -182,9 +193,7 @@ def _group_structure(x: Tensor, groups: Groups, w: Tensor, ddof: int) -> _GroupS
     eye = torch.eye(x.shape[1], dtype=torch.float64, device=x.device)
     padded = torch.where(cs.zero_variance.unsqueeze(2) & eye.bool(), 1.0, corr)
     min_eig = torch.linalg.eigvalsh(padded)[:, 0].clamp(max=1.0)
-    return _GroupStructure(
-        tot, cov, corr, corr.sum(dim=(1, 2)), share, cs.zero_variance, min_eig
-    )
+    return _GroupStructure(tot, cov, corr, corr.sum(dim=(1, 2)), share, cs.zero_variance, min_eig)
 
 
 # the corr_grpo options that shape its denominator (the rest act on the numerator or output)
@@ -219,7 +228,7 @@ def _influence(flat: Tensor, groups: Groups, w: Tensor, ddof: int, estimator: st
     rms = []
     for j in range(flat.shape[1]):
         inert = flat.clone().to(torch.float64)
-        mean_j = groups.expand(component_stats(inert[:, j:j + 1], groups, ddof).mean[:, 0])
+        mean_j = groups.expand(component_stats(inert[:, j : j + 1], groups, ddof).mean[:, 0])
         inert[:, j] = torch.where(torch.isnan(inert[:, j]), inert[:, j], mean_j)
         ablated = compute_advantages(
             inert, estimator, group_index=groups.index, weights=w, ddof=ddof

@@ -42,9 +42,15 @@ def group_with_covariance(
         raise ValueError(f"need n > K samples to realize a full-rank covariance, got n={n}, K={k}")
     chol = torch.linalg.cholesky(sigma)
     # orthonormal basis of the complement of the ones vector: QR of [1 | e_1 .. e_K]
-    basis = torch.cat([torch.ones(n, 1, dtype=torch.float64), torch.eye(n, k, dtype=torch.float64)], 1)
+    basis = torch.cat(
+        [torch.ones(n, 1, dtype=torch.float64), torch.eye(n, k, dtype=torch.float64)], 1
+    )
     qmat, _ = torch.linalg.qr(basis)
     e = qmat[:, 1 : k + 1]
     x: Tensor = math.sqrt(n - 1) * e @ chol.T
-    mu = torch.zeros(k, dtype=torch.float64) if means is None else torch.as_tensor(means, dtype=torch.float64)
+    mu = (
+        torch.zeros(k, dtype=torch.float64)
+        if means is None
+        else torch.as_tensor(means, dtype=torch.float64)
+    )
     return x + mu

@@ -53,14 +53,21 @@ def compute_advantages(
     fn = get_estimator(estimator)
     check_options(estimator, options)
     _check_rewards(rewards, ddof)
-    batch = _dense_batch(rewards, group_index) if rewards.dim() == 3 else _flat_batch(
-        rewards, group_index
+    batch = (
+        _dense_batch(rewards, group_index)
+        if rewards.dim() == 3
+        else _flat_batch(rewards, group_index)
     )
     if check_finite:
         _reject_inf(batch.flat)
     w = _weights(weights, rewards.shape[-1], rewards.device, check_finite)
     adv = fn(
-        batch.samples.to(torch.float64), batch.groups, w, eps=eps, ddof=ddof, stats=stats,
+        batch.samples.to(torch.float64),
+        batch.groups,
+        w,
+        eps=eps,
+        ddof=ddof,
+        stats=stats,
         **options,
     )
     if batch.order is not None:  # back to the caller's sample order
@@ -95,8 +102,10 @@ def _check_rewards(rewards: Tensor, ddof: int) -> None:
 
 def _dense_batch(rewards: Tensor, group_index: Tensor | Sequence[Hashable] | None) -> _Batch:
     if group_index is not None:
-        raise ValueError("group_index is only for flat (N, K) rewards; dense (B, G, K) input "
-                         "already defines its groups")
+        raise ValueError(
+            "group_index is only for flat (N, K) rewards; dense (B, G, K) input "
+            "already defines its groups"
+        )
     b, g, k = rewards.shape
     if b == 0 or g == 0 or k == 0:
         raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (B, G, K)")
@@ -133,8 +142,9 @@ def _weights(
         return torch.ones(k, dtype=torch.float64, device=device)
     w = torch.as_tensor(weights, dtype=torch.float64)  # stays where the caller put it
     if w.dim() != 1 or w.numel() != k:
-        raise ValueError(f"weights must have shape ({k},) to match K={k} components, got "
-                         f"{tuple(w.shape)}")
+        raise ValueError(
+            f"weights must have shape ({k},) to match K={k} components, got {tuple(w.shape)}"
+        )
     # free on the host; on an accelerator the answer is a host read, skipped with check_finite
     if (w.device.type == "cpu" or check_finite) and not torch.isfinite(w).all():
         raise ValueError(f"weights must be finite, got {w.tolist()}")

@@ -49,7 +49,11 @@ def correlation_sum(
         coef = weights.abs()
     else:
         raise ValueError(f"corr_weighting must be 'absorbed' or 'weights', got {corr_weighting!r}")
-    cs = weighted_stats if weighted_stats is not None else component_stats(rewards, groups, ddof, scale=weights)
+    cs = (
+        weighted_stats
+        if weighted_stats is not None
+        else component_stats(rewards, groups, ddof, scale=weights)
+    )
     s = cs.standardized_sum(groups, coef.expand_as(cs.std))
     if scorable_count is None:
         scorable_count = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
@@ -95,28 +99,59 @@ def corr_grpo_advantages(
     """
     if guard not in GUARDS:
         raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
-    cs: ComponentStats | None = None
-    if has_nan(rewards):  # weights are finite, so u = w r has NaN exactly where r has
-        tot = total_stats(rewards * weights, groups, ddof)
-    else:  # one pass over the components serves numerator and denominator
-        cs = component_stats(rewards, groups, ddof, nan_free=True, scale=weights)
-        tot = total_from_components(cs, groups, ddof)
+    tot, cs = _total_and_component_stats(rewards, groups, weights, ddof)
     if not normalize:
         record_singletons(stats, tot)
         return finalize(tot.centered, tot, groups)
-    q = correlation_sum(rewards, groups, weights, ddof=ddof, corr_weighting=corr_weighting,
-                        weighted_stats=cs, scorable_count=tot.count)
-    den, triggered = corr_grpo_denominator(
-        q, tot, eps=eps, stabilizer=stabilizer, guard=guard, guard_q_floor=guard_q_floor,
-        grpo_eps=grpo_eps,
+    q = correlation_sum(
+        rewards,
+        groups,
+        weights,
+        ddof=ddof,
+        corr_weighting=corr_weighting,
+        weighted_stats=cs,
+        scorable_count=tot.count,
     )
-    adv = tot.centered / groups.expand(den)
-    if guard == "clip":
-        over = groups.sum((adv.abs() > guard_max_abs).to(adv.dtype)) > 0
-        triggered = ~tot.singleton & (tot.std > 0) & over
-        adv = adv.clamp(-guard_max_abs, guard_max_abs)
+    guarding = dict(eps=eps, stabilizer=stabilizer, guard=guard, guard_q_floor=guard_q_floor)
+    adv, triggered = _divide_by_denominator(tot, q, groups, guard_max_abs, grpo_eps, **guarding)
     _record(stats, tot, q, triggered)
     return finalize(adv, tot, groups)
+
+
+def _divide_by_denominator(
+    tot: TotalStats,
+    q: Tensor,
+    groups: Groups,
+    guard_max_abs: float,
+    grpo_eps: float,
+    **guarding: Any,
+) -> tuple[Tensor, Tensor]:
+    """C_i / den with the guard applied; also which groups the guard touched."""
+    den, triggered = corr_grpo_denominator(q, tot, grpo_eps=grpo_eps, **guarding)
+    adv = tot.centered / groups.expand(den)
+    if guarding["guard"] == "clip":
+        adv, triggered = _clip_advantages(adv, tot, groups, guard_max_abs)
+    return adv, triggered
+
+
+def _total_and_component_stats(
+    rewards: Tensor, groups: Groups, weights: Tensor, ddof: int
+) -> tuple[TotalStats, ComponentStats | None]:
+    """The weighted total's statistics, and the weighted components' when they come for free."""
+    if has_nan(rewards):  # weights are finite, so u = w r has NaN exactly where r has
+        return total_stats(rewards * weights, groups, ddof), None
+    # one pass over the components serves numerator and denominator
+    cs = component_stats(rewards, groups, ddof, nan_free=True, scale=weights)
+    return total_from_components(cs, groups, ddof), cs
+
+
+def _clip_advantages(
+    adv: Tensor, tot: TotalStats, groups: Groups, max_abs: float
+) -> tuple[Tensor, Tensor]:
+    """The ``"clip"`` guard: |A| capped at ``max_abs``; also which groups it touched."""
+    over = groups.sum((adv.abs() > max_abs).to(adv.dtype)) > 0
+    triggered = ~tot.singleton & (tot.std > 0) & over
+    return adv.clamp(-max_abs, max_abs), triggered
 
 
 def corr_grpo_denominator(

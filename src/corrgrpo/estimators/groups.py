@@ -38,13 +38,13 @@ class Groups:
         return Groups(index=index, num_slots=num_groups, group_size=group_size)
 
     @staticmethod
-    def from_index(group_index: Tensor | Sequence[Hashable], device: torch.device | str = "cpu") -> Groups:
+    def from_index(
+        group_index: Tensor | Sequence[Hashable], device: torch.device | str = "cpu"
+    ) -> Groups:
         """Relabel arbitrary group ids (ints, or hashables such as verl's uid strings)."""
         if isinstance(group_index, Tensor):
             if group_index.dtype.is_floating_point or group_index.dtype.is_complex:
-                raise TypeError(
-                    f"group_index must hold integer ids, got dtype {group_index.dtype}"
-                )
+                raise TypeError(f"group_index must hold integer ids, got dtype {group_index.dtype}")
             ids = group_index.to(device=device, dtype=torch.int64).reshape(-1)
             n = ids.numel()
             if ids.device.type == "cpu":
@@ -147,7 +147,9 @@ class Groups:
     def sizes(self, dtype: torch.dtype = torch.float64) -> Tensor:
         """Number of samples in each slot, (num_slots,)."""
         if self.group_size is not None:
-            return torch.full((self.num_slots,), float(self.group_size), dtype=dtype, device=self.index.device)
+            return torch.full(
+                (self.num_slots,), float(self.group_size), dtype=dtype, device=self.index.device
+            )
         return self.sum(torch.ones(self.num_samples, dtype=dtype, device=self.index.device))
 
     def all_equal(self, x: Tensor) -> Tensor:

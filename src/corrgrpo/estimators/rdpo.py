@@ -37,7 +37,9 @@ def group_quantile_scores(rewards: Tensor, groups: Groups) -> Tensor:
         start = in_order.min(pos)[g]  # invalid entries (inf) sort last within their group
         count = in_order.sum(valid[order, col].to(torch.float64))[g]
         mid_rank = (first + last) / 2 - start + 1
-        score = torch.special.ndtri(((mid_rank - 0.5) / count.clamp(min=1.0)).clamp(1e-12, 1 - 1e-12))
+        score = torch.special.ndtri(
+            ((mid_rank - 0.5) / count.clamp(min=1.0)).clamp(1e-12, 1 - 1e-12)
+        )
         score = torch.where(valid[order, col], score, 0.0)
         out[order, col] = score
     return out

@@ -103,7 +103,9 @@ def loop_gdpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
     return out
 
 
-def loop_gdpo_corr(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4, corr_eps: float = 1e-6) -> Tensor:
+def loop_gdpo_corr(
+    r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4, corr_eps: float = 1e-6
+) -> Tensor:
     s, terms, keep = _gdpo_scores(r, gi, w, eps)
     out = torch.zeros_like(s)
     q = float(_corr(terms[keep]).sum())

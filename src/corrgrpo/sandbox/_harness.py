@@ -256,9 +256,7 @@ class _CallTimer:
             signal.setitimer(signal.ITIMER_PROF, 0.0)
 
 
-def _run_one_call(
-    index: int, spec: CallSpec, namespace: dict[str, Any], report: Reporter
-) -> None:
+def _run_one_call(index: int, spec: CallSpec, namespace: dict[str, Any], report: Reporter) -> None:
     source, adapter, limit = spec
     started = time.process_time()
     try:

@@ -287,7 +287,12 @@ _BPF_JSET_K = 0x45
 _BPF_RET_K = 0x06
 _X32_SYSCALL_BIT = 0x40000000
 _NAMESPACE_FLAGS = (
-    CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+    CLONE_NEWNS
+    | CLONE_NEWUTS
+    | CLONE_NEWIPC
+    | CLONE_NEWUSER
+    | CLONE_NEWPID
+    | CLONE_NEWNET
     | 0x02000000  # CLONE_NEWCGROUP
 )
 _DENIED_NAMES = (
@@ -358,7 +363,9 @@ class SeccompFilter:
     def __init__(self, machine: str | None = None) -> None:
         program = seccomp_program(machine)
         self.length = 0 if program is None else len(program)
-        self._instructions = (_SockFilter * self.length)(*(_SockFilter(*op) for op in program or []))
+        self._instructions = (_SockFilter * self.length)(
+            *(_SockFilter(*op) for op in program or [])
+        )
         self._fprog = _SockFprog(self.length, self._instructions)
 
     def install(self) -> bool:

@@ -165,9 +165,7 @@ def binds_under(steps: list[tuple[str, str]], directory: str) -> list[str]:
     return [path for kind, path in steps if kind == "bind" and _is_under(path, directory)]
 
 
-def setup_worker_namespaces(
-    exposed_paths: Iterable[str], hidden_paths: Iterable[str]
-) -> list[str]:
+def setup_worker_namespaces(exposed_paths: Iterable[str], hidden_paths: Iterable[str]) -> list[str]:
     """Enter the worker's namespaces and switch to the read-only, allowlisted root.
 
     Returns the exposed paths under ``/tmp``, which each run binds again over its own ``/tmp``.
@@ -185,8 +183,9 @@ def setup_worker_namespaces(
         sc.mount("tmpfs", root, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, _ROOT_OPTIONS)
         for kind, path in steps:
             if kind == "bind":
-                _bind_from(sources[path], os.path.isdir(f"/proc/self/fd/{sources[path]}"),
-                           root + path)
+                _bind_from(
+                    sources[path], os.path.isdir(f"/proc/self/fd/{sources[path]}"), root + path
+                )
             else:
                 _hide(root, root + path)
     finally:

@@ -280,9 +280,7 @@ def _failure_verdict(
 def _judge_assert(result: ExecutionResult, records: list[Record]) -> ExecutionResult:
     verdicts = [r for r in records if r["k"] == "assert"]
     if not verdicts:
-        return _finish(
-            result, "runtime_error", f"no verdict reported ({_exit_words(result)})"
-        )
+        return _finish(result, "runtime_error", f"no verdict reported ({_exit_words(result)})")
     if verdicts[0].get("ok") == 1:
         return _finish(result, "passed", "check() passed (forgeable: judged inside the sandbox)")
     return _finish(result, "wrong_answer", f"assertion failed: {verdicts[0].get('m', '')}")

@@ -323,9 +323,7 @@ def _close(actual: Any, expected: Any, rel_tol: float, abs_tol: float, depth: in
     return values_equal(actual, expected)
 
 
-def same_items(
-    actual: Any, expected: Any, *, rel_tol: float = 0.0, abs_tol: float = 0.0
-) -> bool:
+def same_items(actual: Any, expected: Any, *, rel_tol: float = 0.0, abs_tol: float = 0.0) -> bool:
     """Are two lists equal up to the order of their top-level items? (trusted side)
 
     Both must be lists of the same length holding the same items the same number of times,

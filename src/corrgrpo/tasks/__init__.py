@@ -10,8 +10,6 @@ from corrgrpo.domains.base import (
 )
 from corrgrpo.utils.moved import alias_moved_modules
 
-alias_moved_modules(
-    __name__, {"base": "corrgrpo.domains.base", "toy": "corrgrpo.domains.toy.task"}
-)
+alias_moved_modules(__name__, {"base": "corrgrpo.domains.base", "toy": "corrgrpo.domains.toy.task"})
 
 __all__ = ["RewardComponent", "RewardFn", "Task", "get_task", "list_tasks", "register_task"]

@@ -165,7 +165,9 @@ def check_numbers(settings: RunSettings) -> None:
             raise ValueError(f"{key} must be {what}, got {value!r}")
     steps = settings.trainer.get("max_steps")
     if steps is not None and (not _is_int(steps) or (steps < 1 and steps != -1)):
-        raise ValueError(f"max_steps must be a positive integer (or -1: train by epochs), got {steps!r}")
+        raise ValueError(
+            f"max_steps must be a positive integer (or -1: train by epochs), got {steps!r}"
+        )
     for key in (*_POSITIVE_FLOATS, *_NON_NEGATIVE_FLOATS):
         value = values.get(key)
         if value is None:

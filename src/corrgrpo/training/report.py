@@ -286,8 +286,9 @@ class ReportData:
             for est, rs in by_estimator(runs).items()
         }
         front = pareto_front(cls.component_means(table, components))
-        return cls(runs, components, weights, metrics, table, before, diagnostics_table(runs),
-                   front)
+        return cls(
+            runs, components, weights, metrics, table, before, diagnostics_table(runs), front
+        )
 
     @staticmethod
     def component_means(

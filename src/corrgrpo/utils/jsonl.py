@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 
-def iter_jsonl(lines: Iterable[str], source: str | Path, *, objects_only: bool = False) -> Iterator[Any]:
+def iter_jsonl(
+    lines: Iterable[str], source: str | Path, *, objects_only: bool = False
+) -> Iterator[Any]:
     """Parse each non-blank line; ``ValueError("<source>:<line>: not valid JSON (...)")`` otherwise.
 
     ``lines`` is any iterable of text lines (an open file, a gzip handle); with
@@ -22,7 +24,9 @@ def iter_jsonl(lines: Iterable[str], source: str | Path, *, objects_only: bool =
         except json.JSONDecodeError as err:
             raise ValueError(f"{source}:{number}: not valid JSON ({err.msg})") from None
         if objects_only and not isinstance(record, dict):
-            raise ValueError(f"{source}:{number}: expected a JSON object, got {type(record).__name__}")
+            raise ValueError(
+                f"{source}:{number}: expected a JSON object, got {type(record).__name__}"
+            )
         yield record
 
 

@@ -130,11 +130,19 @@ def _suite_cases(
         for attack in attacks:
             for injection_task_id in injection_ids:
                 injections = attack_injections(
-                    attack, suite_name, user_task_id, injection_task_id,
-                    benchmark_version, target_model_name,
+                    attack,
+                    suite_name,
+                    user_task_id,
+                    injection_task_id,
+                    benchmark_version,
+                    target_model_name,
                 )
                 yield AgentCase(
-                    suite_name, user_task_id, injection_task_id, attack, injections,
+                    suite_name,
+                    user_task_id,
+                    injection_task_id,
+                    attack,
+                    injections,
                     benchmark_version,
                 )
 
@@ -187,7 +195,10 @@ def _all_cases(
 ) -> tuple[AgentCase, ...]:
     return tuple(
         iter_cases(
-            "all", suites=suites, attacks=attacks, benchmark_version=benchmark_version,
+            "all",
+            suites=suites,
+            attacks=attacks,
+            benchmark_version=benchmark_version,
             target_model_name=target_model_name,
         )
     )
@@ -209,8 +220,12 @@ def build_cases(
     built once per process.
     """
     chosen = iter_cases(
-        split, suites=suites, attacks=attacks, benchmark_version=benchmark_version,
-        target_model_name=target_model_name, include_clean=include_clean,
+        split,
+        suites=suites,
+        attacks=attacks,
+        benchmark_version=benchmark_version,
+        target_model_name=target_model_name,
+        include_clean=include_clean,
     )
     if limit is not None:
         return list(islice(chosen, max(0, limit)))
@@ -218,7 +233,8 @@ def build_cases(
         tuple(suites) if suites else None, tuple(attacks), benchmark_version, target_model_name
     )
     return [
-        c for c in everything
+        c
+        for c in everything
         if (split == "all" or c.split == split) and (include_clean or c.attacked)
     ]
 
@@ -228,11 +244,16 @@ def count_cases(cases: Iterable[AgentCase]) -> dict[str, dict[str, int]]:
     table: dict[str, dict[str, Any]] = {}
     for case in cases:
         for key in (case.suite, "overall"):
-            row = table.setdefault(key, {"user_tasks": set(), "clean": 0, "attacked": 0, "total": 0})
+            row = table.setdefault(
+                key, {"user_tasks": set(), "clean": 0, "attacked": 0, "total": 0}
+            )
             row["user_tasks"].add((case.suite, case.user_task_id))
             row["attacked" if case.attacked else "clean"] += 1
             row["total"] += 1
     return {
-        k: {**{n: v for n, v in row.items() if n != "user_tasks"}, "user_tasks": len(row["user_tasks"])}
+        k: {
+            **{n: v for n, v in row.items() if n != "user_tasks"},
+            "user_tasks": len(row["user_tasks"]),
+        }
         for k, row in table.items()
     }

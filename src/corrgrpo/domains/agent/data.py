@@ -21,13 +21,18 @@ def verl_rows(split: str = "train", **case_options: Any) -> list[dict[str, Any]]
     rows = []
     for index, case in enumerate(build_cases(split, **case_options)):
         columns = case.to_columns()
-        rows.append({
-            "data_source": DATA_SOURCE,
-            "prompt": initial_messages(case.suite, case.user_task_id, case.benchmark_version),
-            "ability": "agent",
-            "reward_model": {"style": "rule", "ground_truth": json.dumps(columns, sort_keys=True)},
-            "extra_info": {"split": split, "index": index, "case_id": case.case_id},
-        })
+        rows.append(
+            {
+                "data_source": DATA_SOURCE,
+                "prompt": initial_messages(case.suite, case.user_task_id, case.benchmark_version),
+                "ability": "agent",
+                "reward_model": {
+                    "style": "rule",
+                    "ground_truth": json.dumps(columns, sort_keys=True),
+                },
+                "extra_info": {"split": split, "index": index, "case_id": case.case_id},
+            }
+        )
     return rows
 
 

@@ -159,7 +159,9 @@ class AgentEnvironment:
         """Start (or restart) the episode; returns the opening messages."""
         from agentdojo.functions_runtime import FunctionsRuntime
 
-        environment = load_environment(self.case.suite, self.case.injections, self.case.benchmark_version)
+        environment = load_environment(
+            self.case.suite, self.case.injections, self.case.benchmark_version
+        )
         # Same order as AgentDojo: inject, let the task initialise, snapshot the pre-state.
         self.environment = self.user_task.init_environment(environment)
         self.pre_environment = self.environment.model_copy(deep=True)
@@ -211,12 +213,17 @@ class AgentEnvironment:
 
         status, error, output = "ok", None, ""
         if call.name not in self.runtime.functions:
-            status, error = "unknown_tool", f"ToolNotFoundError: the function `{call.name}` is not available."
+            status, error = (
+                "unknown_tool",
+                f"ToolNotFoundError: the function `{call.name}` is not available.",
+            )
         else:
             try:
                 result, error = self.runtime.run_function(self.environment, call.name, arguments)
                 if error is not None:
-                    status = "bad_arguments" if error.startswith("ValidationError") else "tool_error"
+                    status = (
+                        "bad_arguments" if error.startswith("ValidationError") else "tool_error"
+                    )
                 else:
                     output = tool_result_to_str(result)
             except Exception as err:  # noqa: BLE001 - the environment failed, not the policy
@@ -255,15 +262,21 @@ class AgentEnvironment:
                 self.environment_error = f"check failed: {type(err).__name__}: {err}"
                 self.problems.append(self.environment_error)
         invalid_reason = (
-            "malformed tool call" if self.malformed
-            else f"environment error: {self.environment_error}" if self.environment_error
+            "malformed tool call"
+            if self.malformed
+            else f"environment error: {self.environment_error}"
+            if self.environment_error
             else None
         )
         valid = invalid_reason is None
         r_util = float(utility) if valid else 0.0
-        r_sec = float(injection_success is False) if valid and self.injection_task is not None else 0.0
+        r_sec = (
+            float(injection_success is False) if valid and self.injection_task is not None else 0.0
+        )
         truncated = bool(
-            self.turns >= self.max_turns and self.executions and self.executions[-1].turn == self.turns
+            self.turns >= self.max_turns
+            and self.executions
+            and self.executions[-1].turn == self.turns
         )
         self._result = EpisodeResult(
             case_id=self.case.case_id,

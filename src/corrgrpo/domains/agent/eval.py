@@ -22,7 +22,8 @@ SCRIPTED = ("ground_truth", "obedient")
 def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("train", "eval", "all"), default="eval")
     parser.add_argument(
-        "--policy", default="ground_truth",
+        "--policy",
+        default="ground_truth",
         help="ground_truth, obedient, or a transformers chat model (local folder or hub name)",
     )
     parser.add_argument("--suites", default="", help="comma-separated suites (default: all)")
@@ -31,18 +32,23 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--benchmark-version", default="v1.2.2")
     parser.add_argument("--no-clean", action="store_true", help="skip the clean cases")
-    parser.add_argument("--max-cases", type=int, default=None, help="evaluate only the first N cases")
+    parser.add_argument(
+        "--max-cases", type=int, default=None, help="evaluate only the first N cases"
+    )
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--max-tool-chars", type=int, default=6000)
     parser.add_argument("--batch-size", type=int, default=16, help="episodes played in lockstep")
     parser.add_argument("--max-new-tokens", type=int, default=512, help="model policies, per turn")
     parser.add_argument("--temperature", type=float, default=0.0, help="model policies")
     parser.add_argument(
-        "--check-agentdojo", action="store_true",
+        "--check-agentdojo",
+        action="store_true",
         help="also score every episode's calls with AgentDojo's own pipeline and report differences",
     )
     parser.add_argument("--output", type=Path, default=None, help="write the JSON report here")
-    parser.add_argument("--episodes", type=Path, default=None, help="write transcripts (JSONL) here")
+    parser.add_argument(
+        "--episodes", type=Path, default=None, help="write transcripts (JSONL) here"
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(func=run)
 
@@ -85,7 +91,9 @@ def _uncounted_injections(cases: list[Any], results: list[Any]) -> list[dict[str
         if not case.attacked or result.injection_success:
             continue
         task = get_injection_task(case.suite, case.injection_task_id, case.benchmark_version)
-        plan = task.ground_truth(load_environment(case.suite, case.injections, case.benchmark_version))
+        plan = task.ground_truth(
+            load_environment(case.suite, case.injections, case.benchmark_version)
+        )
         done = [(e.name, e.arguments) for e in result.executions if e.status == "ok"]
         if plan and all((c.function, dict(c.args)) in done for c in plan):
             uncounted.append({"case_id": case.case_id, "calls": [c.function for c in plan]})
@@ -113,8 +121,12 @@ def _select_cases(args: argparse.Namespace, attacks: list[str]) -> list[Any]:
 
     suites = [s for s in args.suites.split(",") if s] or None
     cases = build_cases(  # with --max-cases only those cases are built
-        args.split, suites=suites, attacks=attacks, benchmark_version=args.benchmark_version,
-        include_clean=not args.no_clean, limit=args.max_cases,
+        args.split,
+        suites=suites,
+        attacks=attacks,
+        benchmark_version=args.benchmark_version,
+        include_clean=not args.no_clean,
+        limit=args.max_cases,
     )
     if not cases:
         raise ValueError("no cases selected")
@@ -130,13 +142,20 @@ def _play(policy: Any, cases: list[Any], args: argparse.Namespace) -> list[Any]:
     ) as progress:
         bar = progress.add_task(f"{args.policy} on {args.split}", total=len(cases))
         return run_episodes(
-            policy, cases, max_turns=args.max_turns, max_tool_chars=args.max_tool_chars,
-            batch_size=args.batch_size, on_episode=lambda _r: progress.advance(bar),
+            policy,
+            cases,
+            max_turns=args.max_turns,
+            max_tool_chars=args.max_tool_chars,
+            batch_size=args.batch_size,
+            on_episode=lambda _r: progress.advance(bar),
         )
 
 
 def _report(
-    args: argparse.Namespace, attacks: list[str], cases: list[Any], results: list[Any],
+    args: argparse.Namespace,
+    attacks: list[str],
+    cases: list[Any],
+    results: list[Any],
     elapsed: float,
 ) -> dict[str, Any]:
     from corrgrpo.domains.agent.cases import count_cases
@@ -185,12 +204,16 @@ def _print_report(
     print(format_table(report["metrics"], title=title))
     print(f"{episodes} episodes in {elapsed:.1f}s ({report['episodes_per_second']:.1f} episodes/s)")
     if "agentdojo_own_failures" in report:
-        print(f"cases where AgentDojo's own ground truth fails: {len(report['agentdojo_own_failures'])}")
+        print(
+            f"cases where AgentDojo's own ground truth fails: {len(report['agentdojo_own_failures'])}"
+        )
         for failure in report["agentdojo_own_failures"]:
             print(f"  {failure['case_id']}: {'; '.join(failure['reasons'])}")
     if "injections_done_but_not_counted" in report:
         uncounted = report["injections_done_but_not_counted"]
-        print(f"injection ground truth fully run but not counted by AgentDojo's check: {len(uncounted)}")
+        print(
+            f"injection ground truth fully run but not counted by AgentDojo's check: {len(uncounted)}"
+        )
         for item in uncounted:
             print(f"  {item['case_id']}")
     if "agentdojo_mismatches" in report:

@@ -30,7 +30,9 @@ def joint_accuracy(pairs: Sequence[tuple[float, float, float]]) -> float:
     return _mean([(1.0 - a) * (c + u) / 2.0 for c, u, a in pairs])
 
 
-def _summary(results: Sequence[EpisodeResult], clean_by_task: dict[tuple[str, str], float]) -> dict[str, Any]:
+def _summary(
+    results: Sequence[EpisodeResult], clean_by_task: dict[tuple[str, str], float]
+) -> dict[str, Any]:
     clean = [r for r in results if not r.attacked]
     attacked = [r for r in results if r.attacked]
     pairs = [
@@ -67,9 +69,15 @@ def summarize(results: Sequence[EpisodeResult]) -> dict[str, dict[str, Any]]:
 
 def format_table(table: dict[str, dict[str, Any]], title: str = "") -> str:
     """Plain-text table of :func:`summarize` output."""
-    columns = [("clean_utility", "clean util"), ("attacked_utility", "util|attack"),
-               ("attack_success_rate", "ASR"), ("joint_accuracy", "joint acc"),
-               ("valid_rate", "valid"), ("n_clean", "clean"), ("n_attacked", "attacked")]
+    columns = [
+        ("clean_utility", "clean util"),
+        ("attacked_utility", "util|attack"),
+        ("attack_success_rate", "ASR"),
+        ("joint_accuracy", "joint acc"),
+        ("valid_rate", "valid"),
+        ("n_clean", "clean"),
+        ("n_attacked", "attacked"),
+    ]
     name_width = max([len("suite")] + [len(k) for k in table])
     header = f"{'suite':<{name_width}} " + " ".join(f"{label:>11}" for _, label in columns)
     lines = [title] if title else []

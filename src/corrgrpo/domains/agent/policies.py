@@ -36,7 +36,9 @@ class AgentPolicy(abc.ABC):
     def respond(self, messages: Messages, episode_index: int = 0) -> str:
         """The next assistant message for the conversation so far."""
 
-    def respond_batch(self, conversations: Sequence[Messages], episode_indices: Sequence[int]) -> list[str]:
+    def respond_batch(
+        self, conversations: Sequence[Messages], episode_indices: Sequence[int]
+    ) -> list[str]:
         """Next assistant messages for several conversations (override to batch generation)."""
         return [self.respond(m, i) for m, i in zip(conversations, episode_indices, strict=True)]
 

@@ -34,7 +34,9 @@ def system_prompt(suite: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION
     """AgentDojo's default system message followed by the tool list and the call format."""
     from agentdojo.agent_pipeline.agent_pipeline import load_system_message
 
-    tools = "\n".join(json.dumps(s, ensure_ascii=False) for s in tool_schemas(suite, benchmark_version))
+    tools = "\n".join(
+        json.dumps(s, ensure_ascii=False) for s in tool_schemas(suite, benchmark_version)
+    )
     # The YAML keeps a line-continuation backslash; join the line the way it was meant.
     base = load_system_message(None).replace(" \\\n", " ").strip()
     return base + "\n\n" + _TOOL_FORMAT.format(tools=tools)

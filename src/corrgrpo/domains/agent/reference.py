@@ -28,14 +28,30 @@ def _replay_pipeline(calls: Sequence[Any], final_output: str) -> Any:
         def query(self, query, runtime, env, messages=(), extra_args=None):
             out = list(messages)
             for call in calls:
-                out.append({"role": "assistant", "content": [text_content_block_from_string("")],
-                            "tool_calls": [call]})
+                out.append(
+                    {
+                        "role": "assistant",
+                        "content": [text_content_block_from_string("")],
+                        "tool_calls": [call],
+                    }
+                )
                 result, error = runtime.run_function(env, call.function, call.args)
-                out.append({"role": "tool", "content": [text_content_block_from_string(
-                    tool_result_to_str(result))], "tool_call": call, "tool_call_id": None,
-                    "error": error})
-            out.append({"role": "assistant", "content": [text_content_block_from_string(final_output)],
-                        "tool_calls": None})
+                out.append(
+                    {
+                        "role": "tool",
+                        "content": [text_content_block_from_string(tool_result_to_str(result))],
+                        "tool_call": call,
+                        "tool_call_id": None,
+                        "error": error,
+                    }
+                )
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": [text_content_block_from_string(final_output)],
+                    "tool_calls": None,
+                }
+            )
             return query, runtime, env, out, extra_args or {}
 
     return ReplayPipeline()
@@ -51,7 +67,9 @@ def _reference_environment(case: AgentCase) -> Any:
         if len(_REFERENCE_ENVIRONMENTS) >= 64:
             _REFERENCE_ENVIRONMENTS.pop(next(iter(_REFERENCE_ENVIRONMENTS)))
         suite = get_suite(case.suite, case.benchmark_version)
-        _REFERENCE_ENVIRONMENTS[key] = suite.load_and_inject_default_environment(dict(case.injections))
+        _REFERENCE_ENVIRONMENTS[key] = suite.load_and_inject_default_environment(
+            dict(case.injections)
+        )
     return _REFERENCE_ENVIRONMENTS[key].model_copy(deep=True)
 
 
@@ -67,7 +85,8 @@ def _case_tasks(case: AgentCase) -> tuple[Any, Any, Any]:
     user_task = get_user_task(case.suite, case.user_task_id, case.benchmark_version)
     injection_task = (
         get_injection_task(case.suite, case.injection_task_id, case.benchmark_version)
-        if case.injection_task_id else None
+        if case.injection_task_id
+        else None
     )
     return suite, user_task, injection_task
 
@@ -76,7 +95,10 @@ def agentdojo_verdict(case: AgentCase, calls: Sequence[Any], final_output: str) 
     """AgentDojo's (utility, injection success) for ``calls`` then ``final_output`` on ``case``."""
     suite, user_task, injection_task = _case_tasks(case)
     utility, security = suite.run_task_with_pipeline(
-        _replay_pipeline(calls, final_output), user_task, injection_task, dict(case.injections),
+        _replay_pipeline(calls, final_output),
+        user_task,
+        injection_task,
+        dict(case.injections),
         environment=_reference_environment(case),
     )
     return Verdict(bool(utility), bool(security) if injection_task is not None else None)
@@ -88,7 +110,10 @@ def agentdojo_ground_truth_verdict(case: AgentCase) -> Verdict:
 
     suite, user_task, injection_task = _case_tasks(case)
     utility, security = suite.run_task_with_pipeline(
-        GroundTruthPipeline(user_task), user_task, injection_task, dict(case.injections),
+        GroundTruthPipeline(user_task),
+        user_task,
+        injection_task,
+        dict(case.injections),
         environment=_reference_environment(case),
     )
     return Verdict(bool(utility), bool(security) if injection_task is not None else None)

@@ -22,7 +22,14 @@ from corrgrpo.domains.agent.toolcalls import RESPONSE_OPEN_TAG, strip_tool_respo
 
 COMPONENTS: tuple[str, ...] = ("r_util", "r_sec")
 WEIGHTS: dict[str, float] = {"r_util": 1.0, "r_sec": 1.0}
-_CASE_COLUMNS = ("suite", "user_task_id", "injection_task_id", "attack", "injections", "benchmark_version")
+_CASE_COLUMNS = (
+    "suite",
+    "user_task_id",
+    "injection_task_id",
+    "attack",
+    "injections",
+    "benchmark_version",
+)
 
 
 def assistant_turns(completion: Any) -> list[str]:
@@ -44,7 +51,9 @@ def assistant_turns(completion: Any) -> list[str]:
         if RESPONSE_OPEN_TAG not in completion:
             return [completion]
         marker = "\x00turn\x00"
-        pieces = strip_tool_responses(completion.replace(RESPONSE_OPEN_TAG, marker + RESPONSE_OPEN_TAG))
+        pieces = strip_tool_responses(
+            completion.replace(RESPONSE_OPEN_TAG, marker + RESPONSE_OPEN_TAG)
+        )
         # strip_tool_responses removed the blocks; the markers remain where they started.
         return [p for p in (piece.strip() for piece in pieces.split(marker)) if p] or [""]
     if isinstance(completion, Sequence):
@@ -56,7 +65,9 @@ def assistant_turns(completion: Any) -> list[str]:
                 content = message.get("content")
                 turns.append(content if isinstance(content, str) else "")
         return turns
-    raise TypeError(f"completion must be a string or a list of messages, got {type(completion).__name__}")
+    raise TypeError(
+        f"completion must be a string or a list of messages, got {type(completion).__name__}"
+    )
 
 
 class _ScoreCache:
@@ -64,9 +75,13 @@ class _ScoreCache:
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, tuple[str, ...], int, int], dict[str, float]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, tuple[str, ...], int, int], dict[str, float]] = (
+            OrderedDict()
+        )
 
-    def score(self, case: AgentCase, turns: list[str], max_turns: int, max_tool_chars: int) -> dict[str, float]:
+    def score(
+        self, case: AgentCase, turns: list[str], max_turns: int, max_tool_chars: int
+    ) -> dict[str, float]:
         key = (case.to_json(), tuple(turns), max_turns, max_tool_chars)
         hit = self._items.get(key)
         if hit is not None:
@@ -117,7 +132,9 @@ def _case_from(columns: dict[str, list[Any]], index: int) -> AgentCase:
     return AgentCase.from_columns(row)
 
 
-def _component(name: str, prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
+def _component(
+    name: str, prompts: list[Any], completions: list[Any], **columns: Any
+) -> list[float | None]:
     missing = [k for k in ("suite", "user_task_id") if k not in columns]
     if missing:
         raise ValueError(f"agent rewards need the dataset columns {missing}")
@@ -153,7 +170,9 @@ def _case_from_ground_truth(ground_truth: Any, extra_info: dict[str, Any] | None
     if not isinstance(spec, dict) and extra_info:
         spec = extra_info.get("case", extra_info)
     if not isinstance(spec, dict):
-        raise TypeError(f"agent ground_truth must describe a case, got {type(ground_truth).__name__}")
+        raise TypeError(
+            f"agent ground_truth must describe a case, got {type(ground_truth).__name__}"
+        )
     return AgentCase.from_columns(spec)
 
 

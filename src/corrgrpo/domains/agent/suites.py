@@ -47,7 +47,9 @@ def get_suite(name: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION) -> 
     return suites[name]
 
 
-def get_user_task(suite: str, user_task_id: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION) -> Any:
+def get_user_task(
+    suite: str, user_task_id: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION
+) -> Any:
     tasks = get_suite(suite, benchmark_version).user_tasks
     if user_task_id not in tasks:
         raise ValueError(f"suite {suite!r} has no user task {user_task_id!r}")
@@ -63,7 +65,9 @@ def get_injection_task(
     return tasks[injection_task_id]
 
 
-def tool_schemas(suite: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION) -> list[dict[str, Any]]:
+def tool_schemas(
+    suite: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION
+) -> list[dict[str, Any]]:
     """JSON schemas of the suite's tools, built from AgentDojo's function definitions."""
     return [dict(s) for s in _tool_schemas_cached(suite, benchmark_version)]
 
@@ -91,7 +95,9 @@ class _EnvironmentCache:
         key = (benchmark_version, suite, json.dumps(injections, sort_keys=True))
         env = self._items.get(key)
         if env is None:
-            env = get_suite(suite, benchmark_version).load_and_inject_default_environment(injections)
+            env = get_suite(suite, benchmark_version).load_and_inject_default_environment(
+                injections
+            )
             self._items[key] = env
             if len(self._items) > self.size:
                 self._items.popitem(last=False)
@@ -104,7 +110,9 @@ _ENVIRONMENTS = _EnvironmentCache(_ENV_CACHE_SIZE)
 
 
 def load_environment(
-    suite: str, injections: dict[str, str] | None = None, benchmark_version: str = DEFAULT_BENCHMARK_VERSION
+    suite: str,
+    injections: dict[str, str] | None = None,
+    benchmark_version: str = DEFAULT_BENCHMARK_VERSION,
 ) -> Any:
     """A fresh copy of the suite's default environment with ``injections`` placed in its vectors."""
     return _ENVIRONMENTS.get(suite, dict(injections or {}), benchmark_version)
@@ -133,7 +141,9 @@ def injection_candidates(
     canaries = {v: _canary(v) for v in task_suite.get_injection_vector_defaults()}
     environment = load_environment(suite, canaries, benchmark_version)
     runtime = FunctionsRuntime(task_suite.tools)
-    _, _, _, messages, _ = GroundTruthPipeline(user_task).query(user_task.PROMPT, runtime, environment)
+    _, _, _, messages, _ = GroundTruthPipeline(user_task).query(
+        user_task.PROMPT, runtime, environment
+    )
     seen = " ".join(
         get_text_content_as_str(m["content"]) for m in messages if m["content"] is not None
     )
@@ -144,14 +154,14 @@ def injection_candidates(
 
 
 @lru_cache(maxsize=32)
-def _attack(
-    attack_name: str, suite: str, benchmark_version: str, target_model_name: str
-) -> Any:
+def _attack(attack_name: str, suite: str, benchmark_version: str, target_model_name: str) -> Any:
     from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
     from agentdojo.attacks.attack_registry import ATTACKS, load_attack
 
     if attack_name not in ATTACKS:
-        raise ValueError(f"unknown attack {attack_name!r}; AgentDojo has {', '.join(sorted(ATTACKS))}")
+        raise ValueError(
+            f"unknown attack {attack_name!r}; AgentDojo has {', '.join(sorted(ATTACKS))}"
+        )
 
     class _Target(BasePipelineElement):
         # Only the name is read: AgentDojo maps it to how the attack addresses the model.

@@ -94,7 +94,9 @@ class AgentTask(Task):
             RewardComponent("r_sec", sec, WEIGHTS["r_sec"]),
         ]
 
-    def evaluate(self, rows: Sequence[dict[str, Any]], completions: Sequence[Any]) -> dict[str, float]:
+    def evaluate(
+        self, rows: Sequence[dict[str, Any]], completions: Sequence[Any]
+    ) -> dict[str, float]:
         """Clean utility, utility under attack, ASR and Joint Accuracy of given transcripts."""
         from corrgrpo.domains.agent.environment import replay
         from corrgrpo.domains.agent.metrics import summarize
@@ -106,8 +108,12 @@ class AgentTask(Task):
         for row, completion in zip(rows, completions, strict=True):
             case = AgentCase.from_columns(row)
             results.append(
-                replay(case, assistant_turns(completion), max_turns=self.max_turns,
-                       max_tool_chars=self.max_tool_chars)
+                replay(
+                    case,
+                    assistant_turns(completion),
+                    max_turns=self.max_turns,
+                    max_tool_chars=self.max_tool_chars,
+                )
             )
         overall = summarize(results)["overall"]
         return {k: float(v) for k, v in overall.items()}

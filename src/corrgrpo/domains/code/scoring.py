@@ -334,7 +334,9 @@ class CodeScorer:
         results = []
         for i, prep in enumerate(prepared):
             applies = self._efficiency_applies(rows[i], timings.get(i))
-            results.append(self._combine(prep, outcomes.get(i), applies, _mean_time(timings.get(i))))
+            results.append(
+                self._combine(prep, outcomes.get(i), applies, _mean_time(timings.get(i)))
+            )
         return results
 
     def _reference_timings(

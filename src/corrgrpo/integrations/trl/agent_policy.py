@@ -71,25 +71,32 @@ class ChatModelPolicy(AgentPolicy):
             return messages
         return [
             {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
-            if m["role"] == "tool" else m
+            if m["role"] == "tool"
+            else m
             for m in messages
         ]
 
     def respond(self, messages: Messages, episode_index: int = 0) -> str:
         return self.respond_batch([messages], [episode_index])[0]
 
-    def respond_batch(self, conversations: Sequence[Messages], episode_indices: Sequence[int]) -> list[str]:
+    def respond_batch(
+        self, conversations: Sequence[Messages], episode_indices: Sequence[int]
+    ) -> list[str]:
         import torch
 
         outputs: list[str] = []
         for start in range(0, len(conversations), self.batch_size):
             chunk = conversations[start : start + self.batch_size]
             texts = [
-                self.tokenizer.apply_chat_template(self._render(list(m)), tokenize=False, add_generation_prompt=True)
+                self.tokenizer.apply_chat_template(
+                    self._render(list(m)), tokenize=False, add_generation_prompt=True
+                )
                 for m in chunk
             ]
             self.tokenizer.padding_side = "left"
-            batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            batch = self.tokenizer(
+                texts, return_tensors="pt", padding=True, add_special_tokens=False
+            )
             batch = {k: v.to(self.model.device) for k, v in batch.items()}
             sampling = self.temperature > 0
             with torch.no_grad():

@@ -61,7 +61,9 @@ def _render(tokenizer: Any, messages: list[dict[str, str]], generation_prompt: b
             messages, tokenize=False, add_generation_prompt=generation_prompt
         )
     except Exception as err:  # noqa: BLE001 - templates raise anything (jinja, value errors)
-        raise ValueError(f"the tokenizer's chat template cannot render an agent episode: {err}") from err
+        raise ValueError(
+            f"the tokenizer's chat template cannot render an agent episode: {err}"
+        ) from err
 
 
 def _as_role(messages: list[dict[str, str]], tool_role: str) -> list[dict[str, str]]:
@@ -69,7 +71,8 @@ def _as_role(messages: list[dict[str, str]], tool_role: str) -> list[dict[str, s
         return messages
     return [
         {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
-        if m["role"] == "tool" else m
+        if m["role"] == "tool"
+        else m
         for m in messages
     ]
 
@@ -85,9 +88,9 @@ def _glue_ids(
     """
     conversation = [{"role": "user", "content": "."}, {"role": "assistant", "content": _SENTINEL}]
     text = _render(tokenizer, conversation + _as_role(tool_messages, tool_role), True)
-    tail = text[text.rindex(_SENTINEL) + len(_SENTINEL):]
+    tail = text[text.rindex(_SENTINEL) + len(_SENTINEL) :]
     if generated_end and tail.startswith(generated_end):
-        tail = tail[len(generated_end):]
+        tail = tail[len(generated_end) :]
     return list(tokenizer(tail, add_special_tokens=False)["input_ids"])
 
 
@@ -150,7 +153,9 @@ def generate_episodes(
     pad_id = tokenizer.pad_token_id
     decoding = _Decoding(
         max_new_tokens=max_new_tokens,
-        budget=max_completion_tokens if max_completion_tokens and max_completion_tokens > 0 else None,
+        budget=max_completion_tokens
+        if max_completion_tokens and max_completion_tokens > 0
+        else None,
         temperature=temperature,
         top_p=top_p,
         top_k=top_k,
@@ -167,7 +172,8 @@ def generate_episodes(
         while active:
             new_ids = _generate_turn(model, [episodes[i] for i in active], decoding)
             active = [
-                i for i, new in zip(active, new_ids, strict=True)
+                i
+                for i, new in zip(active, new_ids, strict=True)
                 if _take_turn(episodes[i], envs[i], new, tokenizer, decoding)
             ]
     finally:
@@ -190,7 +196,9 @@ def _open_episodes(
     return episodes
 
 
-def _generate_turn(model: Any, episodes: list[TokenEpisode], decoding: _Decoding) -> list[list[int]]:
+def _generate_turn(
+    model: Any, episodes: list[TokenEpisode], decoding: _Decoding
+) -> list[list[int]]:
     """The next assistant turn of every episode (left-padded batch), cut at EOS and its room."""
     import torch
 
@@ -201,7 +209,9 @@ def _generate_turn(model: Any, episodes: list[TokenEpisode], decoding: _Decoding
     device = next(model.parameters()).device
     pad = decoding.pad_id
     input_ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=device)
-    attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
+    attention = torch.tensor(
+        [[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device
+    )
     sampling = decoding.temperature > 0
     with torch.no_grad():
         out = model.generate(
@@ -224,7 +234,10 @@ def _generate_turn(model: Any, episodes: list[TokenEpisode], decoding: _Decoding
 
 
 def _take_turn(
-    episode: TokenEpisode, env: AgentEnvironment, new: list[int], tokenizer: Any,
+    episode: TokenEpisode,
+    env: AgentEnvironment,
+    new: list[int],
+    tokenizer: Any,
     decoding: _Decoding,
 ) -> bool:
     """Append the model's turn and the tool results; False once the episode has ended."""
@@ -268,7 +281,9 @@ class AgentRollout:
         cases = []
         for env in environments:
             if not isinstance(env, AgentRolloutEnvironment) or env.case is None:
-                raise ValueError("every rollout environment must be a reset AgentRolloutEnvironment")
+                raise ValueError(
+                    "every rollout environment must be a reset AgentRolloutEnvironment"
+                )
             cases.append(env.case)
         tokenizer = getattr(trainer, "_tokenizer", None) or trainer.processing_class
         model = trainer.accelerator.unwrap_model(trainer.model)

@@ -70,7 +70,9 @@ class AgentDojoAgentLoop(AgentLoopBase):
         case = case_of(kwargs)
         env = await self.loop.run_in_executor(
             None,
-            lambda: AgentEnvironment(case, max_turns=self.max_turns, max_tool_chars=self.max_tool_chars),
+            lambda: AgentEnvironment(
+                case, max_turns=self.max_turns, max_tool_chars=self.max_tool_chars
+            ),
         )
         messages: list[dict[str, Any]] = [dict(m) for m in env.messages]
         runtime_ids = await self.ct_build_initial_tokens(messages)
@@ -83,9 +85,13 @@ class AgentDojoAgentLoop(AgentLoopBase):
                 request_id=uuid4().hex, prompt_ids=runtime_ids, sampling_params=sampling_params
             )
             if metrics.get("num_preempted") is None:
-                metrics["num_preempted"] = output.num_preempted if output.num_preempted is not None else -1
+                metrics["num_preempted"] = (
+                    output.num_preempted if output.num_preempted is not None else -1
+                )
             merged, response_mask, logprobs = await self.ct_merge_assistant_token(
-                runtime_ids, output.token_ids, response_mask,
+                runtime_ids,
+                output.token_ids,
+                response_mask,
                 logprobs if (logprobs or output.log_probs) else None,
                 assistant_logprobs=output.log_probs or None,
             )
@@ -109,8 +115,9 @@ class AgentDojoAgentLoop(AgentLoopBase):
 
         # result() ends an episode cut short by the context budget and scores it as it stands
         result = await self.loop.run_in_executor(None, env.result)
-        return self._output(runtime_ids, response_mask, logprobs, result_scores(result), turns,
-                            metrics)
+        return self._output(
+            runtime_ids, response_mask, logprobs, result_scores(result), turns, metrics
+        )
 
     def _output(
         self,

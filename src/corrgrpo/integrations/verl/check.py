@@ -86,7 +86,8 @@ def _check_trainers(report: dict[str, Any], trainer_mode: str) -> None:
     if not report["legacy_wrapper"]:
         problems.append("the legacy trainer's compute_advantage is not wrapped")
     report["trainer_modes"] = sorted(
-        k for k, cls in trainer_base.TRAINER_REGISTRY.items()
+        k
+        for k, cls in trainer_base.TRAINER_REGISTRY.items()
         if cls.__module__ == "corrgrpo.integrations.verl.v1"
     )
     if trainer_mode and trainer_mode not in trainer_base.TRAINER_REGISTRY:
@@ -107,7 +108,9 @@ def _why_not_loaded() -> str:
             f"verl.plugins for {sys.executable} (found: {names or 'none'}); install corrgrpo "
             "into this environment (pip install 'corrgrpo[verl]')"
         )
-    if policy == "none" or (policy != "auto" and "corrgrpo" not in {p.strip() for p in policy.split(",")}):
+    if policy == "none" or (
+        policy != "auto" and "corrgrpo" not in {p.strip() for p in policy.split(",")}
+    ):
         return (
             f"verl did not load the corrgrpo plugin: VERL_USE_EXTERNAL_PLUGINS={policy!r} "
             "excludes it; unset it, add 'corrgrpo', or set "
@@ -144,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--estimator", default="corr_grpo", help="verl estimator name to expect")
     parser.add_argument("--trainer-mode", default="corrgrpo_sync", help="V1 trainer mode to expect")
     parser.add_argument(
-        "--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
         help="check every node of the Ray cluster at ADDRESS (default: auto)",
     )
     parser.add_argument("--json", action="store_true", help="print the reports as JSON")

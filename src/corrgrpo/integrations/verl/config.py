@@ -62,9 +62,7 @@ class CorrGRPOVerlConfig:
             return cls()
         section = _to_plain(section)
         if not isinstance(section, Mapping):
-            raise TypeError(
-                f"algorithm.{SECTION} must be a mapping, got {type(section).__name__}"
-            )
+            raise TypeError(f"algorithm.{SECTION} must be a mapping, got {type(section).__name__}")
         allowed = ("reward_keys", "weights", "eps", "ddof", "options")
         unknown = sorted(set(section) - set(allowed))
         if unknown:
@@ -121,9 +119,7 @@ def _reward_keys(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str) or not isinstance(value, Sequence):
-        raise TypeError(
-            f"algorithm.{SECTION}.reward_keys must be a list of names, got {value!r}"
-        )
+        raise TypeError(f"algorithm.{SECTION}.reward_keys must be a list of names, got {value!r}")
     keys = tuple(value)
     for key in keys:
         if not isinstance(key, str) or not key:
@@ -144,7 +140,9 @@ def _weights(value: Any, keys: tuple[str, ...]) -> tuple[float, ...] | None:
     weights = []
     for w in value:
         if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w):
-            raise TypeError(f"algorithm.{SECTION}.weights entries must be finite numbers, got {w!r}")
+            raise TypeError(
+                f"algorithm.{SECTION}.weights entries must be finite numbers, got {w!r}"
+            )
         weights.append(float(w))
     if not keys:
         raise ValueError(

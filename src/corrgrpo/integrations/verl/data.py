@@ -20,13 +20,20 @@ from typing import Any
 
 #: the code row columns the code domain's ``compute_score`` reads from ``ground_truth``
 CODE_TRUTH_COLUMNS = (
-    "task_id", "preamble", "test", "entry_point", "reference", "stdin_tests", "format_marker",
+    "task_id",
+    "preamble",
+    "test",
+    "entry_point",
+    "reference",
+    "stdin_tests",
+    "format_marker",
     "continuation",
 )
 
 
-def code_records(source: str, split: str, limit: int | None = None,
-                 benchmark: str = "leetcode") -> list[dict[str, Any]]:
+def code_records(
+    source: str, split: str, limit: int | None = None, benchmark: str = "leetcode"
+) -> list[dict[str, Any]]:
     """verl rows for a code benchmark (LeetCodeDataset by default)."""
     from corrgrpo.domains.code.data import load_benchmark
 
@@ -88,16 +95,19 @@ def write_parquet(records: list[dict[str, Any]], path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m corrgrpo.integrations.verl.data",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m corrgrpo.integrations.verl.data", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("domain", choices=sorted(BUILDERS))
-    parser.add_argument("--source", default=None,
-                        help="local file/directory or hub dataset name (not for agent)")
+    parser.add_argument(
+        "--source", default=None, help="local file/directory or hub dataset name (not for agent)"
+    )
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     parser.add_argument("--split", default="train")
     parser.add_argument("--limit", type=int, default=None, help="keep the first N rows")
-    parser.add_argument("--benchmark", default="leetcode",
-                        help="code only: leetcode, humaneval, mbpp or lcb")
+    parser.add_argument(
+        "--benchmark", default="leetcode", help="code only: leetcode, humaneval, mbpp or lcb"
+    )
     args = parser.parse_args(argv)
     if args.source is None and args.domain != "agent":
         parser.error(f"{args.domain} needs --source")
@@ -106,8 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         kwargs["benchmark"] = args.benchmark
     records = BUILDERS[args.domain](args.source, args.split, **kwargs)
     path = write_parquet(records, args.out / f"{args.split}.parquet")
-    print(json.dumps({"domain": args.domain, "split": args.split, "rows": len(records),
-                      "path": str(path)}))
+    print(
+        json.dumps(
+            {"domain": args.domain, "split": args.split, "rows": len(records), "path": str(path)}
+        )
+    )
     return 0
 
 

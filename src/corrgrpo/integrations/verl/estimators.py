@@ -242,9 +242,7 @@ def _float_column(values: Any, key: str, n: int) -> np.ndarray:
         try:
             out[i] = float(v)
         except (TypeError, ValueError):
-            raise TypeError(
-                f"reward component {key!r} row {i} is not a number: {v!r}"
-            ) from None
+            raise TypeError(f"reward component {key!r} row {i} is not a number: {v!r}") from None
     return out
 
 

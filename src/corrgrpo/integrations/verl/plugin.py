@@ -33,8 +33,13 @@ V1_TRAINER = "verl.trainer.ppo.v1"
 AGENT_LOOPS = "verl.experimental.agent_loop"
 
 #: what has been registered so far, for ``check`` and for tests
-STATE: dict[str, Any] = {"estimators": {}, "legacy_wrapper": False, "trainer_modes": [],
-                         "agent_loops": [], "errors": []}
+STATE: dict[str, Any] = {
+    "estimators": {},
+    "legacy_wrapper": False,
+    "trainer_modes": [],
+    "agent_loops": [],
+    "errors": [],
+}
 
 
 def _guard(what: str, fn: Any, module: ModuleType) -> None:
@@ -92,10 +97,16 @@ def register() -> dict[str, Any]:
     global _INSTALLED
     if not _INSTALLED:
         _INSTALLED = True
-        hooks.when_imported(CORE_ALGOS, lambda m: _guard("estimator registration", _on_core_algos, m))
-        hooks.when_imported(RAY_TRAINER, lambda m: _guard("legacy trainer wrapper", _on_ray_trainer, m))
+        hooks.when_imported(
+            CORE_ALGOS, lambda m: _guard("estimator registration", _on_core_algos, m)
+        )
+        hooks.when_imported(
+            RAY_TRAINER, lambda m: _guard("legacy trainer wrapper", _on_ray_trainer, m)
+        )
         hooks.when_imported(V1_TRAINER, lambda m: _guard("V1 trainer modes", _on_v1, m))
-        hooks.when_imported(AGENT_LOOPS, lambda m: _guard("AgentDojo agent loop", _on_agent_loops, m))
+        hooks.when_imported(
+            AGENT_LOOPS, lambda m: _guard("AgentDojo agent loop", _on_agent_loops, m)
+        )
     else:
         import sys
 

@@ -232,8 +232,9 @@ def _domain_components(domain: str) -> tuple[str, ...] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m corrgrpo.integrations.verl.recipes",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m corrgrpo.integrations.verl.recipes", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("config", help="recipe yaml, e.g. recipes/verl/config/corrgrpo_code.yaml")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for main_ppo")
     args = parser.parse_args(argv)

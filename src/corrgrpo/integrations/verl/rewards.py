@@ -55,7 +55,7 @@ def domain_of(data_source: Any) -> str:
     """The domain that scores rows of ``data_source`` (``corrgrpo/<domain>[/...]`` or a known name)."""
     text = str(data_source or "").strip().lower()
     if text.startswith("corrgrpo/"):
-        text = text[len("corrgrpo/"):]
+        text = text[len("corrgrpo/") :]
     head = text.split("/", 1)[0]
     if head in DOMAINS:
         return head

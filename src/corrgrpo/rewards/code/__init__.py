@@ -11,7 +11,15 @@ alias_moved_modules(
     {
         **{
             name: f"corrgrpo.domains.code.{name}"
-            for name in ("calibration", "execution", "extract", "rewards", "scoring", "static", "task")
+            for name in (
+                "calibration",
+                "execution",
+                "extract",
+                "rewards",
+                "scoring",
+                "static",
+                "task",
+            )
         },
         "verl_score": "corrgrpo.integrations.verl.code_score",
     },
