@@ -122,6 +122,9 @@ def test_code_eval_lcb_fixture_and_bad_input(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_code_eval_generates_with_a_model(tmp_path: Path) -> None:
+    # generating needs the trl extra (transformers, tokenizers); [code] alone lacks it
+    pytest.importorskip("tokenizers", reason="extra missing: corrgrpo[trl]")
+    pytest.importorskip("transformers", reason="extra missing: corrgrpo[trl]")
     from corrgrpo.models.tiny import save_tiny_model_and_tokenizer
 
     model_dir = save_tiny_model_and_tokenizer(str(tmp_path / "tiny"), seed=0)
