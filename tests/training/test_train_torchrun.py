@@ -89,3 +89,27 @@ def test_compare_under_torchrun_uses_one_folder(tmp_path: Path) -> None:
     assert folder.name.startswith("compare-toy-")
     assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["grpo-s0"]
     assert (folder / "report.md").exists() and result.stdout.count("report: ") == 1
+
+
+AGREE_SCRIPT = """
+import os
+from pathlib import Path
+from corrgrpo.cli.compare import agree_on_folder
+rank = os.environ["RANK"]
+print(f"rank {rank} -> {agree_on_folder(Path('rank' + rank + '-candidate'))}", flush=True)
+"""
+
+
+def test_processes_agree_on_the_first_process_folder_name(tmp_path: Path) -> None:
+    # every process proposes its own name (as its own clock would): all must take rank 0's
+    script = tmp_path / "agree.py"
+    script.write_text(AGREE_SCRIPT)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc_per_node", "2", str(script)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = sorted(line for line in result.stdout.splitlines() if line.startswith("rank "))
+    assert lines == ["rank 0 -> rank0-candidate", "rank 1 -> rank0-candidate"]

@@ -230,12 +230,15 @@ def agree_on_folder(candidate: Path) -> Path:
 
     if world_size() == 1:
         return candidate
+    import torch.distributed as dist
     from accelerate import PartialState
-    from accelerate.utils import broadcast_object_list
 
-    state = PartialState()
-    chosen = [str(candidate) if state.is_main_process else ""]
-    broadcast_object_list(chosen)
+    # Joins the process group (the runs reuse it). On CPU accelerate may still report a
+    # single process, so the name goes through torch.distributed itself, from global rank 0.
+    PartialState()
+    chosen = [str(candidate)]
+    if dist.is_available() and dist.is_initialized():
+        dist.broadcast_object_list(chosen, src=0)
     return Path(chosen[0])
 
 
