@@ -97,6 +97,9 @@ from pathlib import Path
 from corrgrpo.cli.compare import agree_on_folder
 rank = os.environ["RANK"]
 print(f"rank {rank} -> {agree_on_folder(Path('rank' + rank + '-candidate'))}", flush=True)
+import torch.distributed as dist
+dist.barrier()
+dist.destroy_process_group()  # leave the group cleanly, as a run does when it ends
 """
 
 
