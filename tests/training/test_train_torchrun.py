@@ -13,20 +13,26 @@ import pytest
 pytest.importorskip("trl")
 
 
-def test_train_under_torchrun_writes_one_run_folder(tmp_path: Path) -> None:
+def torchrun_two_processes(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``torchrun --standalone --nproc_per_node 2 ARGS`` in ``tmp_path``; it must succeed."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc_per_node", "2", *args]
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def test_train_under_torchrun_writes_one_run_folder(tmp_path: Path) -> None:
+    result = torchrun_two_processes(
+        tmp_path,
         "-m",
         "corrgrpo.cli",
         "train",
@@ -36,11 +42,7 @@ def test_train_under_torchrun_writes_one_run_folder(tmp_path: Path) -> None:
         str(tmp_path / "runs"),
         "--set",
         "warm_start_steps=20",
-    ]
-    result = subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     [run] = list((tmp_path / "runs").iterdir())  # not one folder per process
     assert result.stdout.count("per-component means") == 1  # only the first process reports
     assert result.stdout.count("corrgrpo train: task=") == 1
@@ -52,19 +54,8 @@ def test_train_under_torchrun_writes_one_run_folder(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_compare_under_torchrun_uses_one_folder(tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
+    result = torchrun_two_processes(
+        tmp_path,
         "-m",
         "corrgrpo.cli",
         "compare",
@@ -80,11 +71,7 @@ def test_compare_under_torchrun_uses_one_folder(tmp_path: Path) -> None:
         "warm_start_steps=0",
         "--set",
         "eval_prompts=2",
-    ]
-    result = subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     [folder] = list((tmp_path / "runs").iterdir())  # not one comparison folder per process
     assert folder.name.startswith("compare-toy-")
     assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["grpo-s0"]
@@ -107,12 +94,6 @@ def test_processes_agree_on_the_first_process_folder_name(tmp_path: Path) -> Non
     # every process proposes its own name (as its own clock would): all must take rank 0's
     script = tmp_path / "agree.py"
     script.write_text(AGREE_SCRIPT)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    command += ["--nproc_per_node", "2", str(script)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = torchrun_two_processes(tmp_path, str(script))
     lines = sorted(line for line in result.stdout.splitlines() if line.startswith("rank "))
     assert lines == ["rank 0 -> rank0-candidate", "rank 1 -> rank0-candidate"]

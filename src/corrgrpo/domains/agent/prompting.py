@@ -69,3 +69,17 @@ def template_tool_role(tokenizer: Any) -> str:
     except Exception:  # noqa: BLE001
         return "user"
     return "tool" if _TOOL_SENTINEL in text else "user"
+
+
+def messages_for_tool_role(messages: list[dict[str, str]], tool_role: str) -> list[dict[str, str]]:
+    """``messages`` as a chat template shows them: tool results stay ``tool`` messages, or,
+    for templates without a tool role (``tool_role="user"``), become user messages wrapped
+    in ``<tool_response>``."""
+    if tool_role == "tool":
+        return messages
+    return [
+        {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
+        if m["role"] == "tool"
+        else m
+        for m in messages
+    ]

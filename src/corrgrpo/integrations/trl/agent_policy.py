@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from corrgrpo.domains.agent.policies import AgentPolicy, Messages
-from corrgrpo.domains.agent.prompting import template_tool_role
+from corrgrpo.domains.agent.prompting import messages_for_tool_role, template_tool_role
 
 
 class ChatModelPolicy(AgentPolicy):
@@ -66,16 +66,6 @@ class ChatModelPolicy(AgentPolicy):
         model.eval()
         return cls(model, tokenizer, **kwargs)
 
-    def _render(self, messages: Messages) -> list[dict[str, str]]:
-        if self.tool_role == "tool":
-            return messages
-        return [
-            {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
-            if m["role"] == "tool"
-            else m
-            for m in messages
-        ]
-
     def respond(self, messages: Messages, episode_index: int = 0) -> str:
         return self.respond_batch([messages], [episode_index])[0]
 
@@ -89,7 +79,9 @@ class ChatModelPolicy(AgentPolicy):
             chunk = conversations[start : start + self.batch_size]
             texts = [
                 self.tokenizer.apply_chat_template(
-                    self._render(list(m)), tokenize=False, add_generation_prompt=True
+                    messages_for_tool_role(list(m), self.tool_role),
+                    tokenize=False,
+                    add_generation_prompt=True,
                 )
                 for m in chunk
             ]

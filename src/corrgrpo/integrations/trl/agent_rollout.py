@@ -25,7 +25,7 @@ from corrgrpo.domains.agent.environment import (
     AgentEnvironment,
     EpisodeResult,
 )
-from corrgrpo.domains.agent.prompting import template_tool_role
+from corrgrpo.domains.agent.prompting import messages_for_tool_role, template_tool_role
 from corrgrpo.domains.agent.rewards import result_scores
 from corrgrpo.domains.agent.task import AgentTask
 
@@ -66,17 +66,6 @@ def _render(tokenizer: Any, messages: list[dict[str, str]], generation_prompt: b
         ) from err
 
 
-def _as_role(messages: list[dict[str, str]], tool_role: str) -> list[dict[str, str]]:
-    if tool_role == "tool":
-        return messages
-    return [
-        {"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"}
-        if m["role"] == "tool"
-        else m
-        for m in messages
-    ]
-
-
 def _glue_ids(
     tokenizer: Any, tool_messages: list[dict[str, str]], tool_role: str, generated_end: str
 ) -> list[int]:
@@ -87,7 +76,7 @@ def _glue_ids(
     the template's end-of-turn text (the EOS token), that part is not repeated.
     """
     conversation = [{"role": "user", "content": "."}, {"role": "assistant", "content": _SENTINEL}]
-    text = _render(tokenizer, conversation + _as_role(tool_messages, tool_role), True)
+    text = _render(tokenizer, conversation + messages_for_tool_role(tool_messages, tool_role), True)
     tail = text[text.rindex(_SENTINEL) + len(_SENTINEL) :]
     if generated_end and tail.startswith(generated_end):
         tail = tail[len(generated_end) :]

@@ -18,17 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.code.data import SCORING_COLUMNS
+
 #: the code row columns the code domain's ``compute_score`` reads from ``ground_truth``
-CODE_TRUTH_COLUMNS = (
-    "task_id",
-    "preamble",
-    "test",
-    "entry_point",
-    "reference",
-    "stdin_tests",
-    "format_marker",
-    "continuation",
-)
+CODE_TRUTH_COLUMNS = ("task_id", *SCORING_COLUMNS)
 
 
 def code_records(
