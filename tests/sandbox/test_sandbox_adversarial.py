@@ -386,7 +386,7 @@ ATTACKS: list[Attack] = [
         "pid_namespace_view",
         "listing and signalling every visible process (bounded)",
         _solution(
-            "import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\nif pids != ['1']:\n    print('LEAK pids', pids[:10])\nfor pid in range(2, 400):\n    try:\n        os.kill(pid, 9)\n    except OSError:\n        pass\nreturn -1"
+            "import os\npids = [p for p in os.listdir('/proc') if p.isdigit()]\nif set(pids) - {'1', str(os.getpid())}:\n    print('LEAK pids', pids[:10])\nfor pid in range(2, 400):\n    try:\n        os.kill(pid, 9)\n    except OSError:\n        pass\nreturn -1"
         ),
         proves="pid_namespace",
     ),
@@ -759,7 +759,7 @@ def test_concurrent_samples_cannot_see_each_other(pool: SandboxPool) -> None:
     peeker = _solution(
         "return -1",
         header="import os, socket, time\ntime.sleep(0.5)\nfor path in ('/tmp/holder-secret', '/dev/shm/holder-secret'):\n"
-        "    if os.path.exists(path):\n        print('LEAK file', path)\nif [p for p in os.listdir('/proc') if p.isdigit()] != ['1']:\n    print('LEAK pids')\n"
+        "    if os.path.exists(path):\n        print('LEAK file', path)\nif {p for p in os.listdir('/proc') if p.isdigit()} - {'1', str(os.getpid())}:\n    print('LEAK pids')\n"
         "try:\n    socket.socket(socket.AF_UNIX).connect('\\0corrgrpo-holder')\n    print('LEAK socket')\nexcept OSError:\n    pass\n",
     )
     attack = Attack("concurrent", "", "", cpu=2.0, wall=10.0)

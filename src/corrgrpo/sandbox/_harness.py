@@ -181,7 +181,7 @@ def _execute_program(body: RunBody, module: types.ModuleType, report: Reporter) 
 def run(body: RunBody, result_fd: int, phases: dict[str, float] | None = None) -> None:
     """Execute the request body; report through ``result_fd``.
 
-    ``phases``: CPU seconds of this process at the end of each setup step (reported with
+    ``phases``: CPU seconds of this thread at the end of each setup step (reported with
     ``start``, for the cost breakdown; informational only, never part of a verdict).
     """
     report = Reporter(result_fd)
@@ -191,7 +191,7 @@ def run(body: RunBody, result_fd: int, phases: dict[str, float] | None = None) -
     if not _execute_program(body, module, report):
         return
     if mode == "stdio":
-        report.emit({"k": "done", "t": time.process_time()})
+        report.emit({"k": "done", "t": time.thread_time()})
         return
     namespace = module.__dict__
     try:
@@ -204,7 +204,7 @@ def run(body: RunBody, result_fd: int, phases: dict[str, float] | None = None) -
     else:
         _run_calls(body["calls"], namespace, candidate, report)
     _flush_streams()
-    report.emit({"k": "done", "t": time.process_time()})
+    report.emit({"k": "done", "t": time.thread_time()})
 
 
 def _run_assert(

@@ -111,6 +111,24 @@ def mount(
     _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
+def umount(target: str, flags: int = 0) -> None:
+    _check(_libc.umount2(target.encode(), flags), f"umount2 {target}")
+
+
+IPC_RMID = 0
+
+
+def remove_sysv_object(kind: str, ident: int) -> None:
+    """Remove a System V shared memory segment, semaphore set or message queue by id."""
+    if kind == "shm":
+        result = _libc.shmctl(ident, IPC_RMID, None)
+    elif kind == "sem":
+        result = _libc.semctl(ident, 0, IPC_RMID)
+    else:
+        result = _libc.msgctl(ident, IPC_RMID, None)
+    _check(result, f"{kind}ctl IPC_RMID")
+
+
 def prctl(option: int, arg: int = 0) -> None:
     _check(_libc.prctl(option, arg, 0, 0, 0), f"prctl {option}")
 

@@ -19,8 +19,6 @@ import gc
 import json
 import math
 import os
-import random
-import resource
 import select
 import shutil
 import signal
@@ -30,22 +28,29 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
 
 from corrgrpo.sandbox import _harness
 from corrgrpo.sandbox import _syscalls as sc
+from corrgrpo.sandbox._run_host import (
+    HOST_CLONE_FLAGS,
+    HostPipes,
+    HostStatus,
+    frame_request,
+    host_main,
+    read_request,
+    wipe,
+)
+from corrgrpo.sandbox._run_process import RunContext, run_program, write_all
 from corrgrpo.sandbox.cgroups import WorkerCgroups
-from corrgrpo.sandbox.isolation import setup_run_mounts, setup_worker_namespaces
+from corrgrpo.sandbox.isolation import setup_worker_namespaces
 from corrgrpo.sandbox.protocol import (
     FRAME_END,
     FRAME_READY,
     FRAME_RECORDS,
     FRAME_STDERR,
     FRAME_STDOUT,
-    SETUP_FAILURE_EXIT,
     KillReason,
     Ready,
-    RunBody,
     RunHeader,
     RunSummary,
     WorkerConfig,
@@ -84,8 +89,6 @@ PRELOADED_MODULES = (
 )
 RESULT_CHANNEL_LIMIT = 64 << 20
 _CGROUP_MEMORY_HEADROOM = 64 << 20
-RUN_UID_BASE = 1 << 24
-RUN_UID_SPAN = (1 << 31) - RUN_UID_BASE
 _CHUNK = 1 << 16
 # The run's pipes are drained on a tick instead of on every write: a write then wakes no one,
 # and a program's whole output (up to the pipe size) waits in the kernel until the run ends.
@@ -94,31 +97,6 @@ RELAY_TICK_S = 0.005
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _FRAME = struct.Struct(">cI")
 _LENGTH = struct.Struct(">I")
-
-
-def _read_exact_into(fd: int, buffer: bytearray, size: int) -> bool:
-    view = memoryview(buffer)[:size]
-    done = 0
-    while done < size:
-        count = os.readv(fd, [view[done:]])
-        if count == 0:
-            return False
-        done += count
-    return True
-
-
-def _write_all(fd: int, *parts: bytes | memoryview) -> None:
-    for part in parts:
-        view = memoryview(part)
-        while view:
-            view = view[os.write(fd, view) :]
-
-
-def _wipe(buffer: bytearray, used: int | None = None) -> None:
-    """Zero ``buffer`` (its first ``used`` bytes: the rest was not written since the last
-    wipe; every page written after a fork costs a copy-on-write fault)."""
-    size = len(buffer) if used is None else min(used, len(buffer))
-    buffer[:size] = bytes(size)
 
 
 def _process_cpu_seconds(pid: int) -> float:
@@ -170,21 +148,63 @@ class _Streams:
         return "result_size" if fd == self.result_fd else "output"
 
 
+@dataclass
+class _RunHost:
+    """The worker's side of its warm run host: the process and the worker's pipe ends."""
+
+    pid: int
+    pidfd: int
+    command: int
+    status: int
+    outputs: tuple[int, int, int]  # read ends of the programs' stdout, stderr, result channel
+    exit: RunSummary | None = None  # how the host ended, once it was reaped
+
+    def read_status(self) -> HostStatus | None:
+        """The host's report of the program that just ended; None if the host died instead."""
+        try:
+            raw = os.read(self.status, 1 << 16)  # one write under PIPE_BUF, so one read
+        except BlockingIOError:
+            return None
+        if len(raw) < _LENGTH.size or len(raw) != _LENGTH.size + _LENGTH.unpack(raw[:4])[0]:
+            return None
+        status: HostStatus = json.loads(raw[_LENGTH.size :])
+        return status
+
+    def close(self) -> None:
+        for fd in (self.pidfd, self.command, self.status, *self.outputs):
+            os.close(fd)
+
+
+def _children_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid``'s children (each with the children it reaped)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as handle:
+            children = handle.read().split()
+    except OSError:
+        return 0.0
+    return sum(_process_cpu_seconds(int(child)) for child in children)
+
+
 class Worker:
     def __init__(self, config: WorkerConfig) -> None:
         self.request_fd: int = config["request_fd"]
         self.reply_fd: int = config["reply_fd"]
         self.isolated: bool = config["isolation"] == "namespaces"
-        self.user_namespace: bool = bool(config["user_namespace"])
         self.cpu_count = max(1, os.cpu_count() or 1)
         self.body = bytearray(1 << 16)
         self.chunk = bytearray(_CHUNK)
         self.chunk_used = 0  # bytes of ``chunk`` written since it was last wiped
         # Opened now: the worker's own view of /sys is hidden once its namespaces are set up.
         self.cgroups = WorkerCgroups(config["cgroups"]) if config["cgroups"] else None
+        self.context = RunContext(
+            isolated=self.isolated,
+            user_namespace=bool(config["user_namespace"]),
+            cgroups=self.cgroups,
+        )
         self._reaped = False  # whether the current run's process has been waited for
-        self.tmp_binds: list[str] = []  # exposed paths under /tmp, bound again in every run
-        self.seccomp = sc.SeccompFilter()  # built once, installed in every run
+        # Namespaced runs go to a warm run host unless the pool asked for fresh namespaces.
+        self.warm_host = self.isolated and bool(config.get("warm_host", True))
+        self.host: _RunHost | None = None
 
     # -- framing ---------------------------------------------------------------------------
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
@@ -193,25 +213,14 @@ class Worker:
         written = os.writev(self.reply_fd, frame)
         for part in frame:
             if written < len(part):
-                _write_all(self.reply_fd, part[written:])
+                write_all(self.reply_fd, part[written:])
             written = max(0, written - len(part))
 
     def read_request(self) -> tuple[RunHeader, int] | None:
-        size_raw = bytearray(4)
-        if not _read_exact_into(self.request_fd, size_raw, 4):
+        request = read_request(self.request_fd, self.body)
+        if request is None:
             return None
-        header_raw = bytearray(_LENGTH.unpack(size_raw)[0])
-        if not _read_exact_into(self.request_fd, header_raw, len(header_raw)):
-            return None
-        header: RunHeader = json.loads(header_raw.decode())
-        if not _read_exact_into(self.request_fd, size_raw, 4):
-            return None
-        body_len = _LENGTH.unpack(size_raw)[0]
-        if body_len > len(self.body):
-            _wipe(self.body)
-            self.body = bytearray(1 << max(16, math.ceil(math.log2(body_len))))
-        if not _read_exact_into(self.request_fd, self.body, body_len):
-            return None
+        header, body_len, self.body = request
         return header, body_len
 
     # -- one run ---------------------------------------------------------------------------
@@ -228,13 +237,20 @@ class Worker:
                 summary["worker_cpu"] = time.process_time() - worker_cpu
             except Exception as error:  # a worker fault, reported as harness_error
                 summary = {"harness_error": f"{type(error).__name__}: {error}"}
+                self._discard_host()  # in an unknown state after a fault
             finally:
-                _wipe(self.body, body_len)
-                _wipe(self.chunk, self.chunk_used)
+                wipe(self.body, body_len)
+                wipe(self.chunk, self.chunk_used)
                 self.chunk_used = 0
             self.send(FRAME_END, json.dumps(summary).encode())
 
     def run_one(self, header: RunHeader, body_len: int) -> RunSummary:
+        if self.warm_host:
+            return self.run_in_host(header, memoryview(self.body)[:body_len])
+        return self.run_fresh(header, body_len)
+
+    def run_fresh(self, header: RunHeader, body_len: int) -> RunSummary:
+        """One run in a fresh clone (PID 1 of new namespaces when isolated)."""
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         res_r, res_w = os.pipe()
@@ -257,8 +273,11 @@ class Worker:
             # it starts dies with it; this process only supervises and relays.
             child = sc.clone_process(flags)
             if child == 0:
-                _child_main(
-                    self, header, bytes(memoryview(self.body)[:body_len]), (out_w, err_w, res_w)
+                run_program(
+                    self.context,
+                    header,
+                    bytes(memoryview(self.body)[:body_len]),
+                    (out_w, err_w, res_w),
                 )
             for fd in (out_w, err_w, res_w):
                 os.close(fd)
@@ -276,6 +295,120 @@ class Worker:
             return summary
         finally:
             self._clean_up_run(child, (out_r, err_r, res_r, out_w, err_w, res_w, pidfd), scratch)
+
+    # -- runs in the warm run host -----------------------------------------------------------
+    def run_in_host(self, header: RunHeader, body: memoryview) -> RunSummary:
+        """One run in the warm run host, started on first use and replaced after any stop."""
+        # Measured from before a host starts: its start is part of the run it serves first.
+        cpu_base, oom_base = self._prepare_cgroups(header)
+        host = self.host if self.host is not None else self._start_host()
+        self.host = host
+        started = time.monotonic()
+        try:
+            write_all(host.command, *frame_request(header, body))
+        except BrokenPipeError:
+            pass  # the host died while starting: its exit status and setup record say why
+        cpu_used = self._host_cpu_meter(host, cpu_base)
+        streams = _Streams(host.outputs, header["out"])
+        watch = self._watch(header, cpu_used, (host.status, host.pidfd), streams, started)
+        summary = self._finish_host_run(host, header, watch, streams)
+        if self.cgroups is not None:
+            summary["cpu"] = cpu_used()
+            summary["oom_kills"] = self.cgroups.oom_kills() - oom_base
+        summary["wall"] = time.monotonic() - started
+        summary["host_pid"] = self.host.pid if self.host is not None else None
+        return summary
+
+    def _start_host(self) -> _RunHost:
+        command_r, command_w = os.pipe()
+        status_r, status_w = os.pipe()
+        outputs = [os.pipe() for _ in range(3)]
+        for read_end, _ in outputs:
+            os.set_blocking(read_end, False)
+            _enlarge_pipe(read_end)
+        os.set_blocking(status_r, False)
+        host_ends = (command_r, status_w, *(write_end for _, write_end in outputs))
+        worker_ends = (command_w, status_r, *(read_end for read_end, _ in outputs))
+        try:
+            pid = sc.clone_process(HOST_CLONE_FLAGS)
+            if pid == 0:
+                for fd in (*worker_ends, self.request_fd, self.reply_fd):
+                    os.close(fd)
+                host_main(self.context, HostPipes(command_r, status_w, host_ends[2:]))  # type: ignore[arg-type]
+            pidfd = os.pidfd_open(pid)
+        except BaseException:
+            for fd in worker_ends:
+                os.close(fd)
+            raise
+        finally:
+            for fd in host_ends:
+                os.close(fd)
+        return _RunHost(pid, pidfd, command_w, status_r, worker_ends[2:])  # type: ignore[arg-type]
+
+    def _host_cpu_meter(self, host: _RunHost, cpu_base: float) -> Callable[[], float]:
+        """CPU seconds of the run so far: the cgroup when there is one, else the host's children."""
+        cgroups = self.cgroups
+        if cgroups is not None:
+            return lambda: cgroups.cpu_seconds() - cpu_base
+        return lambda: _children_cpu_seconds(host.pid)
+
+    def _finish_host_run(
+        self, host: _RunHost, header: RunHeader, watch: _Watch, streams: _Streams
+    ) -> RunSummary:
+        """The run's summary once the host reported (or was stopped); output fully relayed."""
+        killed = watch.killed
+        status = host.read_status() if killed is None else None
+        exit_info: RunSummary
+        if status is None:  # stopped for a limit, or the host itself died
+            exit_info = self._stop_host()
+        else:
+            exit_info = {
+                "status": status["status"],
+                "cpu": status["cpu"],
+                "maxrss_kb": status["maxrss_kb"],
+                "host_reset_cpu": status["reset_cpu"],
+            }
+        # Every process of the program is gone: what is in the pipes is all it wrote.
+        for fd in list(streams.open_fds):
+            while streams.within_cap(fd) and self._relay(fd, streams) > 0:
+                pass
+            if not streams.within_cap(fd) and killed is None:
+                killed = streams.over_cap_reason(fd)
+        if status is None or killed is not None or status["last"]:
+            self._discard_host()  # stopped, over a cap (output is left in its pipes), or retired
+        summary: RunSummary = {"killed": killed, **exit_info}
+        if killed == "wall":
+            summary["overshoot"] = time.monotonic() - watch.wall_deadline
+        elif killed == "cpu" and watch.cpu_at_kill is not None:
+            summary["overshoot"] = watch.cpu_at_kill - float(header["cpu"])
+        return summary
+
+    def _stop_host(self) -> RunSummary:
+        """Kill the host (its whole PID namespace dies with it) and reap it: its exit, as a
+        run's. Its pipes stay open until :meth:`_discard_host`, so they can still be drained."""
+        host = self.host
+        if host is None:
+            return {}
+        if host.exit is not None:
+            return host.exit
+        try:
+            signal.pidfd_send_signal(host.pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, status, usage = os.wait4(host.pid, 0)
+        host.exit = {
+            "status": status,
+            "cpu": usage.ru_utime + usage.ru_stime,
+            "maxrss_kb": usage.ru_maxrss,
+        }
+        return host.exit
+
+    def _discard_host(self) -> None:
+        """Stop the host if it still runs, and close the worker's ends of its pipes."""
+        if self.host is not None:
+            self._stop_host()
+            self.host.close()
+            self.host = None
 
     def _prepare_cgroups(self, header: RunHeader) -> tuple[float, int]:
         """Set the run's group limits; the CPU and OOM counters before the run."""
@@ -345,7 +478,7 @@ class Worker:
     ) -> RunSummary:
         """Relay the run's output until it exits or breaks a limit; then end it and report."""
         streams = _Streams(fds, header["out"])
-        watch = self._watch(header, cpu_used, pidfd, streams, started)
+        watch = self._watch(header, cpu_used, (pidfd,), streams, started)
         kill_time = time.monotonic()
         self._kill(child, pidfd)  # after a normal exit this only ends stragglers (rlimits-only)
         exit_info = self._reap(child)  # when PID 1 is reaped, its namespace is empty
@@ -369,7 +502,7 @@ class Worker:
         self,
         header: RunHeader,
         cpu_used: Callable[[], float],
-        pidfd: int,
+        end_fds: tuple[int, ...],
         streams: _Streams,
         started: float,
     ) -> _Watch:
@@ -377,7 +510,8 @@ class Worker:
         check the CPU as it nears the limit (the next check is no earlier than the limit could
         be reached on every CPU)."""
         poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
+        for fd in end_fds:  # readable when the run ended (the process exited, or a report)
+            poller.register(fd, select.POLLIN)
         poller.register(self.request_fd, select.POLLHUP)
         cpu_limit = float(header["cpu"])
         watch = _Watch(wall_deadline=started + float(header["wall"]))
@@ -401,7 +535,7 @@ class Worker:
             wake = min(watch.wall_deadline, next_cpu_check, next_drain)
             timeout_ms = max(0, math.ceil((wake - now) * 1000))
             for fd, _event in poller.poll(timeout_ms):
-                if fd == pidfd:
+                if fd in end_fds:
                     return watch
                 watch.killed = "pool_gone"
         return watch
@@ -451,156 +585,6 @@ class Worker:
                 pass
 
 
-def _run_uid() -> int:
-    """A random unprivileged uid/gid far above the ranges distributions hand out."""
-    return RUN_UID_BASE + int.from_bytes(os.urandom(4), "little") % RUN_UID_SPAN
-
-
-def _child_main(
-    worker: Worker, header: RunHeader, body_raw: bytes, fds: tuple[int, int, int]
-) -> NoReturn:
-    """The sandboxed process (PID 1 of its namespace when isolated). Never returns."""
-    isolated = worker.isolated
-    phases: dict[str, float] = {}  # CPU seconds of this process when each setup step ended
-    try:
-        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if worker.cgroups is not None:
-            worker.cgroups.join()
-        phases["cgroups"] = time.process_time()
-        body: RunBody = json.loads(body_raw)
-        del body_raw
-        phases["body"] = time.process_time()
-        if isolated:
-            setup_run_mounts(worker.tmp_binds)
-        phases["mounts"] = time.process_time()
-        # Own session and process group: kill(0, ...) or killpg from the program must not reach
-        # the worker or the pool (process groups are not confined by the PID namespace).
-        os.setsid()
-        _install_descriptors(body, fds)
-        _apply_rlimits(header, isolated)
-        phases["limits"] = time.process_time()
-        _drop_privileges(worker.user_namespace and isolated, isolated, worker.seccomp)
-        phases["privileges"] = time.process_time()
-        _reset_process_state(header, isolated)
-        phases["reset"] = time.process_time()
-    except BaseException as error:
-        _report_setup_failure(fds[2], error)
-        os._exit(SETUP_FAILURE_EXIT)
-    try:
-        _harness.run(body, 3, phases)
-        os._exit(0)
-    except BaseException:
-        os._exit(SETUP_FAILURE_EXIT)
-
-
-def _report_setup_failure(result_fd: int, error: BaseException) -> None:
-    """Tell the judge why the run could not start (before ``start``: the program never ran)."""
-    record = {"k": "setup", "m": f"{type(error).__name__}: {error}"[:500]}
-    for fd in (result_fd, 3):  # fd 3 once the descriptors are in place
-        try:
-            _write_all(fd, (json.dumps(record) + "\n").encode())
-            return
-        except OSError:
-            continue
-
-
-def _install_descriptors(body: RunBody, fds: tuple[int, int, int]) -> None:
-    """stdin from a memfd holding the request's input; stdout, stderr, results on 1, 2, 3."""
-    stdin_fd = os.memfd_create("stdin")
-    _write_all(stdin_fd, (body.get("stdin") or "").encode())
-    os.lseek(stdin_fd, 0, os.SEEK_SET)
-    out_w, err_w, res_w = fds
-    os.dup2(stdin_fd, 0)
-    os.dup2(out_w, 1)
-    os.dup2(err_w, 2)
-    os.dup2(res_w, 3)
-    os.closerange(4, 1 << 16)
-
-
-def _apply_rlimits(header: RunHeader, isolated: bool) -> None:
-    cpu_soft = math.ceil(float(header["cpu"])) + 1
-    limits: dict[int, tuple[int, int]] = {
-        resource.RLIMIT_AS: (header["mem"], header["mem"]),
-        resource.RLIMIT_CPU: (cpu_soft, cpu_soft + 1),
-        resource.RLIMIT_FSIZE: (header["fsize"], header["fsize"]),
-        resource.RLIMIT_NOFILE: (header["nofile"], header["nofile"]),
-        resource.RLIMIT_CORE: (0, 0),
-        resource.RLIMIT_MEMLOCK: (0, 0),
-        resource.RLIMIT_MSGQUEUE: (0, 0),
-    }
-    if isolated or os.geteuid() == 0:
-        # Counted per uid: only meaningful for the run's own uid, not a shared login uid.
-        limits[resource.RLIMIT_NPROC] = (header["nproc"], header["nproc"])
-    for which, pair in limits.items():
-        resource.setrlimit(which, pair)
-
-
-def _keep_import_path_reachable() -> None:
-    """Rlimits-only mode as root: keep the import path usable after the switch to a fresh uid.
-
-    The interpreter often lives under a directory other users cannot enter (``/root/.pyenv``);
-    a directory opened now stays reachable through ``/proc/self/fd/N``, which checks no
-    permission on its ancestors, so ``hashlib`` and the rest of the standard library import
-    as in the other modes.
-    """
-    for position, entry in enumerate(sys.path):
-        if entry and os.path.isdir(entry) and not _world_searchable(entry):
-            fd = os.open(entry, os.O_PATH | os.O_DIRECTORY)
-            sys.path[position] = f"/proc/self/fd/{fd}"
-
-
-def _world_searchable(directory: str) -> bool:
-    """Can any user walk down to ``directory`` (every ancestor has the others' x bit)?"""
-    path = os.path.realpath(directory)
-    while True:
-        if not os.stat(path).st_mode & 0o001:
-            return False
-        parent = os.path.dirname(path)
-        if parent == path:
-            return True
-        path = parent
-
-
-def _drop_privileges(in_user_namespace: bool, isolated: bool, seccomp: sc.SeccompFilter) -> None:
-    if in_user_namespace:
-        # uid 0 is the only uid here (the caller's uid on the host), so no fresh uid per run:
-        # a nested user namespace per run gives fresh per-user kernel state (keyrings)
-        # instead and locks the worker's mounts; then every capability goes.
-        sc.enter_user_namespace(0, 0)
-        sc.drop_all_capabilities()
-    elif os.geteuid() == 0:
-        if not isolated:
-            _keep_import_path_reachable()
-        # A fresh uid per run: per-user kernel state (keyrings, process counts) is not
-        # shared with any other run.
-        uid = _run_uid()
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
-    seccomp.install()  # after no_new_privs, which an unprivileged filter needs
-    # Changing credentials cleared the parent-death signal: arm it again so the run dies
-    # with its worker even if the worker itself is killed.
-    sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _reset_process_state(header: RunHeader, isolated: bool) -> None:
-    """Working directory, environment, signal dispositions and randomness of a fresh run."""
-    os.chdir("/tmp" if isolated else header["scratch"])
-    os.environ.clear()
-    os.environ.update(
-        {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/tmp",
-            "LANG": "C.UTF-8",
-            "TMPDIR": os.getcwd(),
-        }
-    )
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-        signal.signal(number, signal.SIG_DFL)
-    random.seed()  # the raw clone skipped the at-fork reseed
-
-
 def main(argv: list[str]) -> int:
     config: WorkerConfig = json.loads(argv[1])
     ready: Ready = {"isolated": False, "pid": os.getpid()}
@@ -614,7 +598,7 @@ def main(argv: list[str]) -> int:
                 sc.enter_user_namespace(config["outer_uid"], config["outer_gid"])
                 ready["user_namespace"] = True
 
-            worker.tmp_binds = setup_worker_namespaces(
+            worker.context.tmp_binds = setup_worker_namespaces(
                 exposed_paths=config["exposed_paths"], hidden_paths=config["hidden_paths"]
             )
             ready["isolated"] = True

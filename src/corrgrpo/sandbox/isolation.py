@@ -244,6 +244,38 @@ def _populate_root(root: str, links: dict[str, str]) -> None:
         os.symlink(target, root + link)
 
 
+def open_bind_sources(paths: Iterable[str]) -> dict[str, int]:
+    """``O_PATH`` descriptors of bind sources (see :func:`mount_scratch`); the caller closes."""
+    return _open_sources(paths)
+
+
+def mount_scratch(sources: dict[str, int]) -> None:
+    """A fresh ``/tmp`` (the exposed paths under it, from ``sources``, bound again read-only)
+    and a fresh ``/dev/shm``."""
+    sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, TMPFS_OPTIONS)
+    for path, fd in sources.items():
+        _bind_from(fd, os.path.isdir(f"/proc/self/fd/{fd}"), path)
+    if os.path.isdir("/dev/shm"):
+        sc.mount("tmpfs", "/dev/shm", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, TMPFS_OPTIONS)
+
+
+def replace_scratch(sources: dict[str, int]) -> None:
+    """Detach the scratch mounts a program wrote into and lay fresh ones in their place."""
+    sc.umount("/tmp", sc.MNT_DETACH)
+    if os.path.isdir("/dev/shm"):
+        sc.umount("/dev/shm", sc.MNT_DETACH)
+    mount_scratch(sources)
+
+
+def mount_run_proc() -> None:
+    """A /proc that lists only the run's processes. In a user namespace the kernel refuses
+    when the host's /proc is partly masked (containers); then /proc is simply hidden."""
+    try:
+        sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
+    except OSError:
+        sc.mount("tmpfs", "/proc", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY, "size=4k")
+
+
 def setup_run_mounts(tmp_binds: Iterable[str] = ()) -> None:
     """In the run's PID 1 (fresh PID, mount and IPC namespaces): scratch space and /proc.
 
@@ -252,17 +284,8 @@ def setup_run_mounts(tmp_binds: Iterable[str] = ()) -> None:
     """
     sources = _open_sources(tmp_binds)
     try:
-        sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, TMPFS_OPTIONS)
-        for path, fd in sources.items():
-            _bind_from(fd, os.path.isdir(f"/proc/self/fd/{fd}"), path)
+        mount_scratch(sources)
     finally:
         for fd in sources.values():
             os.close(fd)
-    if os.path.isdir("/dev/shm"):
-        sc.mount("tmpfs", "/dev/shm", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, TMPFS_OPTIONS)
-    # A /proc that lists only this run's processes. In a user namespace the kernel refuses
-    # when the host's /proc is partly masked (containers); then /proc is simply hidden.
-    try:
-        sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
-    except OSError:
-        sc.mount("tmpfs", "/proc", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY, "size=4k")
+    mount_run_proc()

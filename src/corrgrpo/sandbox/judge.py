@@ -198,6 +198,9 @@ def _cpu_breakdown(records: list[Record], summary: RunSummary) -> dict[str, floa
                 previous = float(value)
     if isinstance(done, (int, float)) and breakdown:
         breakdown["program"] = max(0.0, float(done) - previous)
+    reset = summary.get("host_reset_cpu")
+    if isinstance(reset, (int, float)):
+        breakdown["host reset"] = float(reset)
     worker = summary.get("worker_cpu")
     if isinstance(worker, (int, float)):
         breakdown["worker"] = float(worker)

@@ -48,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 ISOLATION_MODES = ("auto", "namespaces", "none")
 ISOLATION_ENV = "CORRGRPO_SANDBOX_ISOLATION"
+WARM_HOST_ENV = "CORRGRPO_SANDBOX_WARM_HOST"
 NOT_ISOLATED_WARNING = (
     "corrgrpo sandbox is NOT ISOLATED: Linux namespaces are unavailable here (needs root or "
     "unprivileged user namespaces), or CORRGRPO_SANDBOX_ISOLATION=none was set, so untrusted programs run "
@@ -86,9 +87,12 @@ class _WorkerProcess:
         exposed: Sequence[str],
         pool_token: str,
         user_namespace: bool = False,
+        warm_host: bool = True,
     ) -> None:
         self.index = index
         self.user_namespace = user_namespace
+        self.warm_host = warm_host
+        self.host_pid: int | None = None  # the worker's idle run host, if it keeps one
         self.pool_token = pool_token  # cgroup names must not clash with another pool's
         self.isolation = isolation
         self.hidden = list(hidden)
@@ -113,6 +117,7 @@ class _WorkerProcess:
             "request_fd": request_r,
             "reply_fd": reply_w,
             "isolation": self.isolation,
+            "warm_host": self.warm_host,
             "hidden_paths": self.hidden,
             "exposed_paths": self.exposed,
         }
@@ -219,6 +224,7 @@ class _WorkerProcess:
                 if writer is not None:
                     writer.join()
                 summary: RunSummary = json.loads(payload)
+                self.host_pid = summary.get("host_pid")
                 return RawRun(
                     bytes(streams[FRAME_STDOUT]),
                     bytes(streams[FRAME_STDERR]),
@@ -244,6 +250,7 @@ class _WorkerProcess:
                 except OSError:
                     pass
                 setattr(self, fd_name, None)
+        self.host_pid = None
         if self.process is not None:
             try:
                 self.process.wait(timeout=2)
@@ -292,6 +299,22 @@ def namespaces_available(user_namespace: bool | None = None) -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (through /proc's children lists)."""
+    found: set[int] = set()
+    pending = [pid]
+    while pending:
+        parent = pending.pop()
+        try:
+            with open(f"/proc/{parent}/task/{parent}/children") as handle:
+                children = [int(child) for child in handle.read().split()]
+        except OSError:
+            continue
+        pending.extend(child for child in children if child not in found)
+        found.update(children)
+    return found
+
+
 def _is_zombie(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
@@ -313,6 +336,11 @@ class SandboxPool:
     interpreter and ``allowed_packages``), read-only, minus ``hidden_paths`` inside them
     (default: every site-packages / dist-packages directory); see
     :mod:`corrgrpo.sandbox.isolation`.
+
+    ``warm_host`` (default on; ``CORRGRPO_SANDBOX_WARM_HOST=0`` turns it off): with namespaces,
+    each worker keeps a warm run host, PID 1 of the runs' namespaces, which forks one child per
+    program and returns the namespaces to a fresh state between programs (see
+    :mod:`corrgrpo.sandbox._run_host`); off, every program gets namespaces of its own.
     """
 
     def __init__(
@@ -324,6 +352,7 @@ class SandboxPool:
         exposed_paths: Iterable[str] | None = None,
         allowed_packages: Iterable[str] = DEFAULT_ALLOWED_PACKAGES,
         user_namespace: bool | None = None,
+        warm_host: bool | None = None,
     ) -> None:
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be a positive int, got {workers!r}")
@@ -348,6 +377,13 @@ class SandboxPool:
             warnings.warn(NOT_ISOLATED_WARNING, NotIsolatedWarning, stacklevel=2)
             self.user_namespace = False  # no namespaces at all, so no user namespace either
         self.isolation = isolation
+        if warm_host is None:
+            warm_host = os.environ.get(WARM_HOST_ENV, "1").strip().lower() not in (
+                "0",
+                "false",
+                "no",
+            )
+        self.warm_host = bool(warm_host)
         self.size = workers or max(1, os.cpu_count() or 1)
         self._owner_pid = os.getpid()
         exposed = (
@@ -366,7 +402,7 @@ class SandboxPool:
         try:
             for index in range(self.size):
                 worker = _WorkerProcess(
-                    index, isolation, hidden, exposed, token, self.user_namespace
+                    index, isolation, hidden, exposed, token, self.user_namespace, self.warm_host
                 )
                 self._workers.append(worker)
                 self._idle.put(worker)
@@ -397,10 +433,14 @@ class SandboxPool:
     def live_run_processes(self) -> list[int]:
         """Pids of processes started by runs that are still alive (normally none between runs).
 
-        Looks in the workers' cgroups and at the workers' children; zombies are not counted.
+        Looks in the workers' cgroups and at the workers' descendants; zombies and the workers'
+        idle run hosts (no program of any run) are not counted.
         """
         found: set[int] = set()
+        hosts: set[int] = set()
         for worker in list(self._workers):
+            if worker.host_pid is not None:
+                hosts.add(worker.host_pid)
             if worker.cgroups is not None:
                 try:
                     with open(os.path.join(worker.cgroups.pids, "cgroup.procs")) as handle:
@@ -408,13 +448,8 @@ class SandboxPool:
                 except OSError:
                     pass
             if worker.process is not None:
-                pid = worker.process.pid
-                try:
-                    with open(f"/proc/{pid}/task/{pid}/children") as handle:
-                        found.update(int(child) for child in handle.read().split())
-                except OSError:
-                    pass
-        return sorted(pid for pid in found if not _is_zombie(pid))
+                found.update(_descendants(worker.process.pid))
+        return sorted(pid for pid in found - hosts if not _is_zombie(pid))
 
     def run_one(self, request: ExecutionRequest) -> ExecutionResult:
         return self.run([request])[0]

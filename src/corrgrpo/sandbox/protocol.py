@@ -39,6 +39,7 @@ class WorkerConfig(TypedDict):
     exposed_paths: list[str]
     hidden_paths: list[str]
     cgroups: dict[str, Any] | None
+    warm_host: bool  # namespaced runs in a warm run host (False: fresh namespaces per run)
 
 
 class Ready(TypedDict, total=False):
@@ -109,4 +110,6 @@ class RunSummary(TypedDict, total=False):
     oom_kills: int
     wall: float
     worker_cpu: float  # the worker's own CPU seconds for this run (clone, supervision, relay)
+    host_pid: int | None  # the warm run host kept for the next run (not a process of this run)
+    host_reset_cpu: float  # the host's CPU seconds for returning its namespaces to a fresh state
     harness_error: str

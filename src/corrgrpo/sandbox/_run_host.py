@@ -1,0 +1,212 @@
+"""The warm run host: PID 1 of a run's namespaces, kept across runs, one plain child per program.
+
+Fresh PID, mount and IPC namespaces for every program cost more CPU than a small program
+itself: creating and tearing them down, joining the cgroups, mounting ``/tmp``, ``/dev/shm``
+and ``/proc``. A worker therefore clones a host once (PID 1 of new namespaces, in the
+worker's cgroups, with the run mounts in place) and hands it one program at a time. Per
+program the host forks one child, which sets itself up exactly as a fresh run would (own
+session, descriptors, rlimits, a fresh uid or a nested user namespace, no capabilities,
+seccomp) and runs the harness; the host waits for it and then puts the namespaces back in
+their fresh state before it reports:
+
+- every other process in the namespace is killed (``kill(-1)`` from PID 1) and reaped;
+- ``/tmp`` and ``/dev/shm`` are detached and replaced by fresh tmpfs mounts;
+- System V IPC objects left behind are removed;
+- the buffer that held the program is zeroed (the next child is forked from this process).
+
+The program cannot reach the host: the host is not dumpable (its memory and descriptors are out
+of reach through ``/proc``), signals from inside a PID namespace do not reach its PID 1, the
+child closes every descriptor but 0-3, and runs under another uid (or in a nested user
+namespace) without capabilities. A run the worker stops (CPU, wall, output caps) takes the
+whole host with it, and a host serves at most :data:`HOST_RUNS` programs.
+
+Protocol: worker -> host ``u32 header_len, header JSON, u32 body_len, body JSON`` per program
+(as pool -> worker); host -> worker ``u32 length, status JSON`` (:class:`HostStatus`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import signal
+import struct
+import time
+from dataclasses import dataclass
+from typing import NoReturn, TypedDict
+
+from corrgrpo.sandbox import _syscalls as sc
+from corrgrpo.sandbox._run_process import (
+    RunContext,
+    report_setup_failure,
+    run_program,
+    write_all,
+)
+from corrgrpo.sandbox.isolation import (
+    mount_run_proc,
+    mount_scratch,
+    open_bind_sources,
+    replace_scratch,
+)
+from corrgrpo.sandbox.protocol import SETUP_FAILURE_EXIT, RunHeader
+
+HOST_RUNS = 256  # programs per host; a fresh host bounds anything that could accumulate
+HOST_CLONE_FLAGS = sc.CLONE_NEWPID | sc.CLONE_NEWNS | sc.CLONE_NEWIPC
+_LENGTH = struct.Struct(">I")
+_SYSV_KINDS = ("shm", "sem", "msg")
+
+
+class HostStatus(TypedDict):
+    """How one program ended, as the host saw it."""
+
+    status: int  # wait status of the program's process
+    cpu: float  # CPU seconds of the program and everything it started
+    maxrss_kb: int
+    reset_cpu: float  # the host's CPU seconds for returning the namespaces to a fresh state
+    last: bool  # the host serves no further program (it cannot clean up after one)
+
+
+@dataclass(frozen=True)
+class HostPipes:
+    """The host's ends: programs in, statuses out, and the write ends the programs inherit."""
+
+    command: int
+    status: int
+    outputs: tuple[int, int, int]  # stdout, stderr, result channel
+
+
+def read_exact_into(fd: int, buffer: bytearray, size: int) -> bool:
+    view = memoryview(buffer)[:size]
+    done = 0
+    while done < size:
+        count = os.readv(fd, [view[done:]])
+        if count == 0:
+            return False
+        done += count
+    return True
+
+
+def wipe(buffer: bytearray, used: int | None = None) -> None:
+    """Zero ``buffer`` (its first ``used`` bytes: the rest was not written since the last
+    wipe; every page written after a fork costs a copy-on-write fault)."""
+    size = len(buffer) if used is None else min(used, len(buffer))
+    buffer[:size] = bytes(size)
+
+
+def read_request(fd: int, buffer: bytearray) -> tuple[RunHeader, int, bytearray] | None:
+    """One ``header, body`` message; the body lands in ``buffer`` (or a bigger one, returned)."""
+    size_raw = bytearray(4)
+    if not read_exact_into(fd, size_raw, 4):
+        return None
+    header_raw = bytearray(_LENGTH.unpack(size_raw)[0])
+    if not read_exact_into(fd, header_raw, len(header_raw)):
+        return None
+    header: RunHeader = json.loads(header_raw.decode())
+    if not read_exact_into(fd, size_raw, 4):
+        return None
+    body_len = _LENGTH.unpack(size_raw)[0]
+    if body_len > len(buffer):
+        wipe(buffer)
+        buffer = bytearray(1 << max(16, math.ceil(math.log2(body_len))))
+    if not read_exact_into(fd, buffer, body_len):
+        return None
+    return header, body_len, buffer
+
+
+def frame_request(header: RunHeader, body: bytes | memoryview) -> list[bytes | memoryview]:
+    header_raw = json.dumps(header).encode()
+    return [_LENGTH.pack(len(header_raw)), header_raw, _LENGTH.pack(len(body)), body]
+
+
+def host_main(context: RunContext, pipes: HostPipes) -> NoReturn:
+    """The host process, just cloned with :data:`HOST_CLONE_FLAGS`. Never returns."""
+    try:
+        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getpid() != 1:  # kill(-1) below must only ever reach this namespace
+            raise OSError("the run host is not PID 1 of its own PID namespace")
+        if context.cgroups is not None:
+            context.cgroups.join()
+        sources = open_bind_sources(context.tmp_binds)  # kept: /tmp is mounted again per run
+        mount_scratch(sources)
+        mount_run_proc()
+        sc.prctl(sc.PR_SET_DUMPABLE, 0)
+    except BaseException as error:
+        report_setup_failure(pipes.outputs[2], error)
+        os._exit(SETUP_FAILURE_EXIT)
+    # Without /proc/sysvipc (a masked /proc) left-over IPC objects cannot be found: one program.
+    reusable = os.path.exists("/proc/sysvipc/shm")
+    try:
+        _serve(context, pipes, sources, reusable)
+    except BaseException:
+        os._exit(SETUP_FAILURE_EXIT)
+    os._exit(0)
+
+
+def _serve(context: RunContext, pipes: HostPipes, sources: dict[str, int], reusable: bool) -> None:
+    buffer = bytearray(1 << 16)
+    for served in range(1, HOST_RUNS + 1):
+        request = read_request(pipes.command, buffer)
+        if request is None:
+            return  # the worker closed the pipe: this host is done
+        header, body_len, buffer = request
+        try:
+            status = _run_one(context, pipes, header, memoryview(buffer)[:body_len])
+            status["last"] = not reusable or served == HOST_RUNS
+            if not status["last"]:
+                reset_started = time.process_time()
+                replace_scratch(sources)
+                _remove_sysv_objects()
+                status["reset_cpu"] = time.process_time() - reset_started
+        finally:
+            wipe(buffer, body_len)
+        message = json.dumps(status).encode()
+        # One write under PIPE_BUF bytes: the worker reads the whole report at once.
+        write_all(pipes.status, _LENGTH.pack(len(message)) + message)
+        if status["last"]:
+            return
+
+
+def _run_one(
+    context: RunContext, pipes: HostPipes, header: RunHeader, body: memoryview
+) -> HostStatus:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child = sc.clone_process(0)
+    if child == 0:
+        run_program(context, header, bytes(body), pipes.outputs, in_host=True)
+    _, status, usage = os.wait4(child, 0)
+    _end_stragglers()  # before the CPU is read: the stragglers' CPU counts too
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {
+        "status": status,
+        "cpu": cpu,
+        "maxrss_kb": usage.ru_maxrss,
+        "reset_cpu": 0.0,
+        "last": False,
+    }
+
+
+def _end_stragglers() -> None:
+    """Kill and reap every other process in this PID namespace (its orphans are ours)."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # nothing else is alive
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _remove_sysv_objects() -> None:
+    """Remove the System V IPC objects a program left in this IPC namespace."""
+    for kind in _SYSV_KINDS:
+        try:
+            with open(f"/proc/sysvipc/{kind}", "rb") as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue  # /proc hidden (a masked host /proc): the IPC namespace dies with the host
+        for row in rows:
+            sc.remove_sysv_object(kind, int(row.split()[1]))
