@@ -32,35 +32,80 @@ Public names:
 See ``docs/sandbox.md`` for the isolation model, limits, categories and what stays forgeable.
 """
 
-from corrgrpo.sandbox.convert import (
-    ConversionReport,
-    UnsafeExpression,
-    analyze_check_tests,
-    convert_check_tests,
-    safe_eval,
-)
-from corrgrpo.sandbox.judge import check_call, judge, outputs_match
-from corrgrpo.sandbox.pool import (
-    NotIsolatedWarning,
-    SandboxError,
-    SandboxPool,
-    get_default_pool,
-    namespaces_available,
-)
-from corrgrpo.sandbox.requests import (
-    STATUSES,
-    CallOutcome,
-    CallTest,
-    ExecutionRequest,
-    ExecutionResult,
-)
-from corrgrpo.sandbox.values import (
-    Opaque,
-    decode_value,
-    encode_value,
-    same_items,
-    values_equal,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from corrgrpo.sandbox.convert import (
+        ConversionReport,
+        UnsafeExpression,
+        analyze_check_tests,
+        convert_check_tests,
+        safe_eval,
+    )
+    from corrgrpo.sandbox.judge import check_call, judge, outputs_match
+    from corrgrpo.sandbox.pool import (
+        NotIsolatedWarning,
+        SandboxError,
+        SandboxPool,
+        get_default_pool,
+        namespaces_available,
+    )
+    from corrgrpo.sandbox.requests import (
+        STATUSES,
+        CallOutcome,
+        CallTest,
+        ExecutionRequest,
+        ExecutionResult,
+    )
+    from corrgrpo.sandbox.values import (
+        Opaque,
+        decode_value,
+        encode_value,
+        same_items,
+        values_equal,
+    )
+
+# Where each public name lives. Imported on first use: a sandbox worker starts as
+# ``python -m corrgrpo.sandbox._worker`` and should not load the trusted side (the pool,
+# the judge, the test converter), whose pages every forked program would otherwise share.
+_HOMES = {
+    "ConversionReport": "convert",
+    "UnsafeExpression": "convert",
+    "analyze_check_tests": "convert",
+    "convert_check_tests": "convert",
+    "safe_eval": "convert",
+    "check_call": "judge",
+    "judge": "judge",
+    "outputs_match": "judge",
+    "NotIsolatedWarning": "pool",
+    "SandboxError": "pool",
+    "SandboxPool": "pool",
+    "get_default_pool": "pool",
+    "namespaces_available": "pool",
+    "STATUSES": "requests",
+    "CallOutcome": "requests",
+    "CallTest": "requests",
+    "ExecutionRequest": "requests",
+    "ExecutionResult": "requests",
+    "Opaque": "values",
+    "decode_value": "values",
+    "encode_value": "values",
+    "same_items": "values",
+    "values_equal": "values",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "STATUSES",

@@ -11,7 +11,6 @@ their fresh state before it reports:
 
 - every other process in the namespace is killed (``kill(-1)`` from PID 1) and reaped;
 - ``/tmp`` and ``/dev/shm`` are detached and replaced by fresh tmpfs mounts;
-- System V IPC objects left behind are removed;
 - the buffer that held the program is zeroed (the next child is forked from this process).
 
 The program cannot reach the host: the host is not dumpable (its memory and descriptors are out
@@ -40,6 +39,7 @@ from corrgrpo.sandbox import _syscalls as sc
 from corrgrpo.sandbox._run_process import (
     RunContext,
     report_setup_failure,
+    reset_environment,
     run_program,
     write_all,
 )
@@ -54,7 +54,6 @@ from corrgrpo.sandbox.protocol import SETUP_FAILURE_EXIT, RunHeader
 HOST_RUNS = 256  # programs per host; a fresh host bounds anything that could accumulate
 HOST_CLONE_FLAGS = sc.CLONE_NEWPID | sc.CLONE_NEWNS | sc.CLONE_NEWIPC
 _LENGTH = struct.Struct(">I")
-_SYSV_KINDS = ("shm", "sem", "msg")
 
 
 class HostStatus(TypedDict):
@@ -64,7 +63,7 @@ class HostStatus(TypedDict):
     cpu: float  # CPU seconds of the program and everything it started
     maxrss_kb: int
     reset_cpu: float  # the host's CPU seconds for returning the namespaces to a fresh state
-    last: bool  # the host serves no further program (it cannot clean up after one)
+    last: bool  # the host serves no further program (it served HOST_RUNS)
 
 
 @dataclass(frozen=True)
@@ -127,23 +126,21 @@ def host_main(context: RunContext, pipes: HostPipes) -> NoReturn:
             raise OSError("the run host is not PID 1 of its own PID namespace")
         if context.cgroups is not None:
             context.cgroups.join()
-        sources = open_bind_sources(context.tmp_binds)  # kept: /tmp is mounted again per run
-        mount_scratch(sources)
+        scratch = _Scratch(open_bind_sources(context.tmp_binds))
         mount_run_proc()
         sc.prctl(sc.PR_SET_DUMPABLE, 0)
+        reset_environment("/tmp")  # inherited by every program, like the working directory
     except BaseException as error:
         report_setup_failure(pipes.outputs[2], error)
         os._exit(SETUP_FAILURE_EXIT)
-    # Without /proc/sysvipc (a masked /proc) left-over IPC objects cannot be found: one program.
-    reusable = os.path.exists("/proc/sysvipc/shm")
     try:
-        _serve(context, pipes, sources, reusable)
+        _serve(context, pipes, scratch)
     except BaseException:
         os._exit(SETUP_FAILURE_EXIT)
     os._exit(0)
 
 
-def _serve(context: RunContext, pipes: HostPipes, sources: dict[str, int], reusable: bool) -> None:
+def _serve(context: RunContext, pipes: HostPipes, scratch: _Scratch) -> None:
     buffer = bytearray(1 << 16)
     for served in range(1, HOST_RUNS + 1):
         request = read_request(pipes.command, buffer)
@@ -152,11 +149,10 @@ def _serve(context: RunContext, pipes: HostPipes, sources: dict[str, int], reusa
         header, body_len, buffer = request
         try:
             status = _run_one(context, pipes, header, memoryview(buffer)[:body_len])
-            status["last"] = not reusable or served == HOST_RUNS
+            status["last"] = served == HOST_RUNS
             if not status["last"]:
                 reset_started = time.process_time()
-                replace_scratch(sources)
-                _remove_sysv_objects()
+                scratch.reset()
                 status["reset_cpu"] = time.process_time() - reset_started
         finally:
             wipe(buffer, body_len)
@@ -187,6 +183,40 @@ def _run_one(
     }
 
 
+class _Scratch:
+    """The run's ``/tmp`` and ``/dev/shm``, replaced by fresh mounts after a program changed them.
+
+    A change is anything in the mounts' state: their free inodes or blocks (a file or directory
+    left behind), or the mode, owner, times or extended attributes of their root (a program
+    in a user namespace owns it). With exposed paths bound under ``/tmp`` (a program could
+    rename the directories above them) the mounts are replaced after every program.
+    """
+
+    def __init__(self, sources: dict[str, int]) -> None:
+        self.sources = sources  # kept open: each replacement binds them again
+        mount_scratch(sources)
+        os.chdir("/tmp")  # every program starts here
+        self.fresh = self._state()
+
+    @staticmethod
+    def _state() -> list[tuple[object, ...]]:
+        state: list[tuple[object, ...]] = []
+        for path in ("/tmp", "/dev/shm"):
+            if os.path.isdir(path):
+                info, usage = os.stat(path), os.statvfs(path)
+                state.append(
+                    (info.st_mode, info.st_uid, info.st_gid, info.st_mtime_ns, info.st_ctime_ns)
+                    + (usage.f_ffree, usage.f_bfree, tuple(os.listxattr(path)))
+                )
+        return state
+
+    def reset(self) -> None:
+        if self.sources or self._state() != self.fresh:
+            replace_scratch(self.sources)
+            os.chdir("/tmp")  # into the fresh mount
+            self.fresh = self._state()
+
+
 def _end_stragglers() -> None:
     """Kill and reap every other process in this PID namespace (its orphans are ours)."""
     try:
@@ -198,15 +228,3 @@ def _end_stragglers() -> None:
             os.waitpid(-1, 0)
         except ChildProcessError:
             return
-
-
-def _remove_sysv_objects() -> None:
-    """Remove the System V IPC objects a program left in this IPC namespace."""
-    for kind in _SYSV_KINDS:
-        try:
-            with open(f"/proc/sysvipc/{kind}", "rb") as handle:
-                rows = handle.read().splitlines()[1:]
-        except OSError:
-            continue  # /proc hidden (a masked host /proc): the IPC namespace dies with the host
-        for row in rows:
-            sc.remove_sysv_object(kind, int(row.split()[1]))

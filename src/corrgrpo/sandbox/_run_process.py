@@ -70,7 +70,8 @@ def run_program(
     # on scheduler ticks once RLIMIT_CPU is set, too coarse for steps of a fraction of a ms)
     phases: dict[str, float] = {}
     try:
-        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if not in_host:  # in a host's PID namespace, every program dies with its PID 1 anyway
+            sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
         if context.cgroups is not None and not in_host:
             context.cgroups.join()
         # In a host, the first step is only the child's own start (the host joined the cgroups).
@@ -81,8 +82,9 @@ def run_program(
         if isolated and not in_host:
             setup_run_mounts(context.tmp_binds)
         phases["mounts"] = time.thread_time()
-        if in_host:
-            # The host is not dumpable; the program gets the state a fresh run would have.
+        if in_host and context.user_namespace:
+            # The host is not dumpable; the program gets the state a fresh run would have (as
+            # root, the switch to a fresh uid resets it in both cases).
             sc.prctl(sc.PR_SET_DUMPABLE, 1)
         # Own session and process group: kill(0, ...) or killpg from the program must not reach
         # the worker or the pool (process groups are not confined by the PID namespace).
@@ -90,9 +92,9 @@ def run_program(
         _install_descriptors(body, fds)
         _apply_rlimits(header, isolated)
         phases["limits"] = time.thread_time()
-        _drop_privileges(context.user_namespace and isolated, isolated, context.seccomp)
+        _drop_privileges(context.user_namespace and isolated, isolated, context.seccomp, in_host)
         phases["privileges"] = time.thread_time()
-        _reset_process_state(header, isolated)
+        _reset_process_state(header, isolated, in_host)
         phases["reset"] = time.thread_time()
     except BaseException as error:
         report_setup_failure(fds[2], error)
@@ -172,7 +174,9 @@ def _world_searchable(directory: str) -> bool:
         path = parent
 
 
-def _drop_privileges(in_user_namespace: bool, isolated: bool, seccomp: sc.SeccompFilter) -> None:
+def _drop_privileges(
+    in_user_namespace: bool, isolated: bool, seccomp: sc.SeccompFilter, in_host: bool = False
+) -> None:
     if in_user_namespace:
         # uid 0 is the only uid here (the caller's uid on the host), so no fresh uid per run:
         # a nested user namespace per run gives fresh per-user kernel state (keyrings)
@@ -192,21 +196,32 @@ def _drop_privileges(in_user_namespace: bool, isolated: bool, seccomp: sc.Seccom
     seccomp.install()  # after no_new_privs, which an unprivileged filter needs
     # Changing credentials cleared the parent-death signal: arm it again so the run dies
     # with its worker even if the worker itself is killed.
-    sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if not in_host:
+        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _reset_process_state(header: RunHeader, isolated: bool) -> None:
-    """Working directory, environment, signal dispositions and randomness of a fresh run."""
-    os.chdir("/tmp" if isolated else header["scratch"])
+def _reset_process_state(header: RunHeader, isolated: bool, in_host: bool) -> None:
+    """Working directory, environment, signal dispositions and randomness of a fresh run.
+
+    A warm host set the environment and dispositions once and keeps its working directory
+    in the fresh ``/tmp``, so its children inherit them: only the randomness is per program.
+    """
+    if not in_host:
+        os.chdir("/tmp" if isolated else header["scratch"])
+        reset_environment(os.getcwd())
+    random.seed()  # the raw clone skipped the at-fork reseed
+
+
+def reset_environment(scratch: str) -> None:
+    """The environment and signal dispositions every program starts with."""
     os.environ.clear()
     os.environ.update(
         {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": "/tmp",
             "LANG": "C.UTF-8",
-            "TMPDIR": os.getcwd(),
+            "TMPDIR": scratch,
         }
     )
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(number, signal.SIG_DFL)
-    random.seed()  # the raw clone skipped the at-fork reseed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 
@@ -50,7 +49,7 @@ _SYSCALL_TABLES: dict[str, tuple[int, dict[str, int]]] = {
         "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "syslog": 103,
         "quotactl": 179, "vhangup": 153, "sethostname": 170, "setdomainname": 171,
         "settimeofday": 164, "clock_settime": 227, "adjtimex": 159, "clock_adjtime": 305,
-        "clone": 56, "clone3": 435,
+        "clone": 56, "clone3": 435, "shmget": 29, "semget": 64, "msgget": 68,
     }),
     "aarch64": (0xC00000B7, {
         "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "keyctl": 219,
@@ -64,7 +63,7 @@ _SYSCALL_TABLES: dict[str, tuple[int, dict[str, int]]] = {
         "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89, "syslog": 116,
         "quotactl": 60, "vhangup": 58, "sethostname": 161, "setdomainname": 162,
         "settimeofday": 170, "clock_settime": 112, "adjtimex": 171, "clock_adjtime": 266,
-        "clone": 220, "clone3": 435,
+        "clone": 220, "clone3": 435, "shmget": 194, "semget": 190, "msgget": 186,
     }),
 }  # fmt: skip
 _SYSCALL_TABLES["arm64"] = _SYSCALL_TABLES["aarch64"]
@@ -72,7 +71,9 @@ _SYSCALLS = _SYSCALL_TABLES.get(platform.machine(), (0, {}))[1]
 
 _SYS_MOUNT_SETATTR = _SYSCALLS.get("mount_setattr")
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# The C library the interpreter already loaded (``find_library`` would start ``ldconfig`` and
+# pull subprocess and tempfile into every sandbox worker).
+_libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [
     ctypes.c_char_p,
     ctypes.c_char_p,
@@ -113,20 +114,6 @@ def mount(
 
 def umount(target: str, flags: int = 0) -> None:
     _check(_libc.umount2(target.encode(), flags), f"umount2 {target}")
-
-
-IPC_RMID = 0
-
-
-def remove_sysv_object(kind: str, ident: int) -> None:
-    """Remove a System V shared memory segment, semaphore set or message queue by id."""
-    if kind == "shm":
-        result = _libc.shmctl(ident, IPC_RMID, None)
-    elif kind == "sem":
-        result = _libc.semctl(ident, 0, IPC_RMID)
-    else:
-        result = _libc.msgctl(ident, IPC_RMID, None)
-    _check(result, f"{kind}ctl IPC_RMID")
 
 
 def prctl(option: int, arg: int = 0) -> None:
@@ -325,6 +312,9 @@ _DENIED_NAMES = (
     "reboot", "swapon", "swapoff", "acct", "syslog", "quotactl", "vhangup",
     "sethostname", "setdomainname", "settimeofday", "clock_settime", "adjtimex",
     "clock_adjtime",
+    # System V IPC: its objects outlive the program in the IPC namespace it shares with the
+    # next programs of its run host (POSIX shared memory, in /dev/shm, is available)
+    "shmget", "semget", "msgget",
 )  # fmt: skip
 
 

@@ -20,11 +20,9 @@ import json
 import math
 import os
 import select
-import shutil
 import signal
 import struct
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -260,6 +258,8 @@ class Worker:
             _enlarge_pipe(fd)
         scratch = None
         if not self.isolated:
+            import tempfile  # only here: a namespaced worker stays small (programs fork from it)
+
             scratch = tempfile.mkdtemp(prefix="corrgrpo-sandbox-")
             os.chmod(scratch, 0o777)
             header = {**header, "scratch": scratch}
@@ -439,6 +439,8 @@ class Worker:
             if fd >= 0:
                 os.close(fd)
         if scratch is not None:
+            import shutil
+
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _reap_stragglers(self, child: int) -> None:
