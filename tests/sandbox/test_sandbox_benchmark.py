@@ -44,5 +44,12 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
     assert report["loops"]["ours_loops_timed_out"] == 1
     assert report["loaded"]["verdict_agreement"] == 1.0 and report["loaded"]["load_processes"] == 1
     parts = report["idle"]["ours_cpu_ms_breakdown"]
-    assert {"pool process", "worker", "mounts", "program", "exit and teardown"} <= set(parts)
+    assert {"pool process", "worker", "start", "program", "host reset", "exit and teardown"} <= set(
+        parts
+    )
     assert "our CPU ms per program" in completed.stdout
+    # The pool without warm run hosts ran the same programs, with the same verdicts.
+    fresh = report["idle"]["fresh"]
+    assert fresh["same_status_as_warm"] == 1.0 and fresh["programs_per_s"] > 0
+    assert {"cgroups", "mounts", "exit and teardown"} <= set(fresh["cpu_ms_breakdown"])
+    assert "fresh namespaces per program" in completed.stdout

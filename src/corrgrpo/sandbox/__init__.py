@@ -37,6 +37,23 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# Light modules, imported now (``judge`` must be the function, not the submodule of that name).
+from corrgrpo.sandbox.judge import check_call, judge, outputs_match
+from corrgrpo.sandbox.requests import (
+    STATUSES,
+    CallOutcome,
+    CallTest,
+    ExecutionRequest,
+    ExecutionResult,
+)
+from corrgrpo.sandbox.values import (
+    Opaque,
+    decode_value,
+    encode_value,
+    same_items,
+    values_equal,
+)
+
 if TYPE_CHECKING:
     from corrgrpo.sandbox.convert import (
         ConversionReport,
@@ -45,7 +62,6 @@ if TYPE_CHECKING:
         convert_check_tests,
         safe_eval,
     )
-    from corrgrpo.sandbox.judge import check_call, judge, outputs_match
     from corrgrpo.sandbox.pool import (
         NotIsolatedWarning,
         SandboxError,
@@ -53,53 +69,26 @@ if TYPE_CHECKING:
         get_default_pool,
         namespaces_available,
     )
-    from corrgrpo.sandbox.requests import (
-        STATUSES,
-        CallOutcome,
-        CallTest,
-        ExecutionRequest,
-        ExecutionResult,
-    )
-    from corrgrpo.sandbox.values import (
-        Opaque,
-        decode_value,
-        encode_value,
-        same_items,
-        values_equal,
-    )
 
-# Where each public name lives. Imported on first use: a sandbox worker starts as
-# ``python -m corrgrpo.sandbox._worker`` and should not load the trusted side (the pool,
-# the judge, the test converter), whose pages every forked program would otherwise share.
-_HOMES = {
+# The trusted side's heavier modules, imported on first use: a sandbox worker starts as
+# ``python -m corrgrpo.sandbox._worker`` and should not load the pool (subprocess, threads,
+# logging), whose pages every program forked from the worker would otherwise share.
+_LAZY = {
     "ConversionReport": "convert",
     "UnsafeExpression": "convert",
     "analyze_check_tests": "convert",
     "convert_check_tests": "convert",
     "safe_eval": "convert",
-    "check_call": "judge",
-    "judge": "judge",
-    "outputs_match": "judge",
     "NotIsolatedWarning": "pool",
     "SandboxError": "pool",
     "SandboxPool": "pool",
     "get_default_pool": "pool",
     "namespaces_available": "pool",
-    "STATUSES": "requests",
-    "CallOutcome": "requests",
-    "CallTest": "requests",
-    "ExecutionRequest": "requests",
-    "ExecutionResult": "requests",
-    "Opaque": "values",
-    "decode_value": "values",
-    "encode_value": "values",
-    "same_items": "values",
-    "values_equal": "values",
 }
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
+    home = _LAZY.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
