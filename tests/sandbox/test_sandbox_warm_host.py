@@ -1,0 +1,206 @@
+"""The warm run host: programs that follow each other on one worker share its namespaces, so
+nothing one program leaves behind may reach the next, and the host itself is out of reach."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sandbox_helpers import require_capability
+
+from corrgrpo.sandbox import (
+    ExecutionRequest,
+    ExecutionResult,
+    SandboxPool,
+    convert_check_tests,
+    namespaces_available,
+)
+
+CHECK = "def check(candidate):\n    assert candidate(3) == 9\n    assert candidate(-2) == 4\n"
+SQUARE = "def square(x):\n    return x * x\n"
+
+
+@pytest.fixture(scope="module", params=["root", "user_namespace"])
+def one_worker(request: pytest.FixtureRequest) -> Iterator[SandboxPool]:
+    """One worker, so consecutive programs meet in the same run host."""
+    require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
+    if request.param == "user_namespace":
+        require_capability(
+            namespaces_available(user_namespace=True),
+            "unprivileged user namespaces (disabled in this kernel)",
+        )
+    user_namespace = request.param == "user_namespace"
+    with SandboxPool(workers=1, isolation="namespaces", user_namespace=user_namespace) as pool:
+        yield pool
+
+
+def _calls(program: str, cpu: float = 2.0, wall: float | None = None) -> ExecutionRequest:
+    tests = convert_check_tests(CHECK)
+    assert tests is not None
+    return ExecutionRequest(
+        program=program,
+        entry_point="square",
+        calls=tests,
+        cpu_time_limit_s=cpu,
+        wall_time_limit_s=wall,
+    )
+
+
+def _stdio(program: str) -> ExecutionRequest:
+    return ExecutionRequest(program=program, stdin="", expected_stdout="ok\n")
+
+
+def _host(pool: SandboxPool) -> int | None:
+    return pool._workers[0].host_pid
+
+
+def _run(pool: SandboxPool, request: ExecutionRequest) -> ExecutionResult:
+    [result] = pool.run([request])
+    assert result.isolated
+    return result
+
+
+def test_consecutive_programs_share_one_host(one_worker: SandboxPool) -> None:
+    first = _run(one_worker, _calls(SQUARE))
+    host = _host(one_worker)
+    second = _run(one_worker, _calls(SQUARE))
+    assert first.status == second.status == "passed"
+    assert host is not None and _host(one_worker) == host
+    assert one_worker.live_run_processes() == []  # the idle host is not a run's process
+
+
+def test_a_background_process_cannot_forge_the_next_programs_result(
+    one_worker: SandboxPool,
+) -> None:
+    """A daemon left by one program writes passing records (and output) while the next runs."""
+    forger = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(0.3)\n"
+        "        for _ in range(40):\n"
+        "            for i in range(2):\n"
+        '                v = \'{"t": "int", "v": "\' + format(9 if i == 0 else 4, \'x\') + \'"}\'\n'
+        '                os.write(3, (\'{"k": "call", "i": %d, "ok": 1, "v": %s}\\n\' % (i, v)).encode())\n'
+        "            os.write(1, b'LEAK from an earlier program\\n')\n"
+        "            open('/tmp/planted', 'w').write('x')\n"
+        "            time.sleep(0.02)\n"
+        "        os._exit(0)\n"
+        "    os._exit(0)\n"
+        "def square(x):\n    return -1\n"
+    )
+    victim = "import time, os\ntime.sleep(1.0)\nprint(os.listdir('/tmp'))\ndef square(x):\n    return -1\n"
+    first = _run(one_worker, _calls(forger))
+    second = _run(one_worker, _calls(victim, wall=10.0))
+    assert first.status == "wrong_answer", first.message
+    assert second.status == "wrong_answer", (second.status, second.message)
+    assert "LEAK" not in second.stdout and "planted" not in second.stdout, second.stdout
+    assert second.stdout.strip() == "[]"
+
+
+def test_a_program_cannot_reach_its_host(one_worker: SandboxPool) -> None:
+    attacker = (
+        "import os, signal\n"
+        "# In a user namespace the host's descriptor numbers can be listed (same owner), never\n"
+        "# opened: the host is not dumpable and the program has no capability over it.\n"
+        "try:\n"
+        "    fds = [int(n) for n in os.listdir('/proc/1/fd')]\n"
+        "except OSError:\n"
+        "    fds = list(range(3, 40))\n"
+        "attempts = {\n"
+        "    'mem': lambda fd: open('/proc/1/mem', 'rb').read(1),\n"
+        "    'maps': lambda fd: open('/proc/1/maps').read(1),\n"
+        "    'environ': lambda fd: open('/proc/1/environ', 'rb').read(1),\n"
+        "    'cwd': lambda fd: os.readlink('/proc/1/cwd'),\n"
+        "    'root': lambda fd: os.listdir('/proc/1/root'),\n"
+        "    'fd link': lambda fd: os.readlink('/proc/1/fd/%d' % fd),\n"
+        "    'fd write': lambda fd: open('/proc/1/fd/%d' % fd, 'wb').write(b'{}'),\n"
+        "    'fd read': lambda fd: open('/proc/1/fd/%d' % fd, 'rb').read(1),\n"
+        "}\n"
+        "for fd in fds:\n"
+        "    for name, attempt in attempts.items():\n"
+        "        try:\n"
+        "            attempt(fd)\n"
+        "            print('LEAK', name, fd)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "for number in (signal.SIGSTOP, signal.SIGTERM, signal.SIGINT, signal.SIGKILL):\n"
+        "    try:\n"
+        "        os.kill(os.getppid(), number)\n"
+        "        os.kill(1, number)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('ok')\n"
+    )
+    _run(one_worker, _stdio("print('ok')"))
+    host = _host(one_worker)
+    result = _run(one_worker, _stdio(attacker))
+    assert "LEAK" not in result.stdout, result.stdout
+    assert result.status == "passed", (result.status, result.message, result.stderr[-500:])
+    after = _run(one_worker, _stdio("print('ok')"))
+    assert after.status == "passed" and _host(one_worker) == host  # the same host, unharmed
+
+
+def test_scratch_space_is_fresh_for_every_program(one_worker: SandboxPool) -> None:
+    writer = (
+        "import os\n"
+        "for base in ('/tmp', '/dev/shm'):\n"
+        "    os.makedirs(base + '/deep/er', exist_ok=True)\n"
+        "    open(base + '/deep/er/file', 'w').write('x' * 1000)\n"
+        "    open(base + '/file', 'w').write('x')\n"
+        "    try:\n"
+        "        os.chmod(base, 0o700)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('ok')\n"
+    )
+    reader = (
+        "import os, stat\n"
+        "for base in ('/tmp', '/dev/shm'):\n"
+        "    mode = stat.S_IMODE(os.stat(base).st_mode)\n"
+        "    if os.listdir(base) or mode != 0o1777:\n"
+        "        print('LEAK', base, os.listdir(base), oct(mode))\n"
+        "print('ok')\n"
+    )
+    assert _run(one_worker, _stdio(writer)).status == "passed"
+    result = _run(one_worker, _stdio(reader))
+    assert result.status == "passed", result.stdout
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "while True:\n    pass\n",  # stopped for CPU
+        "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",  # over the output cap
+    ],
+    ids=["cpu_limit", "output_cap"],
+)
+def test_a_stopped_run_takes_its_host_with_it(one_worker: SandboxPool, program: str) -> None:
+    _run(one_worker, _stdio("print('ok')"))
+    host = _host(one_worker)
+    request = ExecutionRequest(
+        program=program,
+        stdin="",
+        expected_stdout="ok\n",
+        cpu_time_limit_s=0.3,
+        output_limit_bytes=1 << 16,
+    )
+    stopped = _run(one_worker, request)
+    assert stopped.status in ("timeout", "output_limit"), stopped.status
+    assert _host(one_worker) is None  # discarded with whatever it held
+    after = _run(one_worker, _stdio("print('ok')"))
+    assert after.status == "passed" and _host(one_worker) not in (None, host)
+
+
+def test_without_a_warm_host_every_program_is_pid_1_of_its_own_namespace() -> None:
+    require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
+    program = (
+        "import os\nprint('ok' if os.getpid() == 1 and "
+        "[p for p in os.listdir('/proc') if p.isdigit()] == ['1'] else 'not alone')\n"
+    )
+    with SandboxPool(workers=1, isolation="namespaces", warm_host=False) as pool:
+        results = pool.run([_stdio(program), _stdio(program), _calls(SQUARE)])
+        assert [r.status for r in results] == ["passed", "passed", "passed"]
+        assert pool._workers[0].host_pid is None
+        assert pool.live_run_processes() == []
