@@ -113,3 +113,21 @@ def test_a_program_cannot_forge_a_setup_failure(pool: SandboxPool) -> None:
     request = ExecutionRequest(program=forger, entry_point="f", calls=[CallTest("candidate()", 1)])
     result = pool.run_one(request)
     assert result.status == "runtime_error", result.detail
+
+
+def test_a_run_that_ends_past_its_cpu_limit_is_a_timeout_whenever_it_was_checked() -> None:
+    """The verdict depends on the CPU used, not on whether the worker looked in time."""
+    from corrgrpo.sandbox.judge import RawRun, judge
+
+    request = ExecutionRequest(
+        program="def f(n):\n    return n\n",
+        entry_point="f",
+        calls=[CallTest("candidate(1)", 1)],
+        cpu_time_limit_s=0.2,
+    )
+    records = b'{"k": "start"}\n{"k": "call", "i": 0, "ok": 1, "v": 1}\n{"k": "done"}\n'
+    for used, status in ((0.19, "passed"), (0.2, "timeout"), (0.35, "timeout")):
+        summary = {"killed": None, "status": 0, "cpu": used}
+        result = judge(request, RawRun(b"", b"", records, summary, True))
+        assert result.status == status, (used, result.detail)
+    assert "used 0.35 s" in result.detail

@@ -210,16 +210,18 @@ def _cpu_breakdown(records: list[Record], summary: RunSummary) -> dict[str, floa
 def _limit_verdict(
     request: ExecutionRequest, result: ExecutionResult, summary: RunSummary
 ) -> tuple[Status, str] | None:
-    """A run the worker stopped (time, output, pool gone), or one the CPU rlimit ended."""
+    """A run the worker stopped (time, output, pool gone), one the CPU rlimit ended, or one
+    that used up its CPU limit before the worker's next look at it.
+
+    The last case makes the verdict depend only on the CPU the run used, not on when the
+    worker happened to check: a run that ends just past its limit between two checks (more
+    likely on a loaded machine, or with CPU read from /proc) is a timeout like one stopped.
+    """
     killed = summary.get("killed")
     if (
         killed in ("cpu", "wall")
         or result.signal == signal.SIGXCPU
-        or (
-            result.signal == signal.SIGKILL
-            and killed is None
-            and result.cpu_time_s >= request.cpu_time_limit_s
-        )
+        or (killed is None and result.cpu_time_s >= request.cpu_time_limit_s)
     ):
         if killed == "wall":
             return "timeout", f"time limit exceeded ({request.wall_limit:g} s wall-clock backstop)"
