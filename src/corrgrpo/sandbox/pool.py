@@ -299,6 +299,30 @@ def namespaces_available(user_namespace: bool | None = None) -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
+def _resolve_isolation(isolation: str, user_namespace: bool | None) -> tuple[str, bool]:
+    """The isolation mode a pool gets (``auto`` resolved, the environment applied) and whether
+    it uses a user namespace; warns loudly when programs will not be isolated."""
+    if isolation not in ISOLATION_MODES:
+        raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
+    if isolation == "auto":
+        isolation = os.environ.get(ISOLATION_ENV, "auto")
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"{ISOLATION_ENV} must be one of {ISOLATION_MODES}, got {isolation!r}")
+    use_userns = os.geteuid() != 0 if user_namespace is None else bool(user_namespace)
+    if isolation == "auto":
+        isolation = "namespaces" if namespaces_available(use_userns) else "none"
+    elif isolation == "namespaces" and not namespaces_available(use_userns):
+        raise SandboxError(
+            "isolation='namespaces' requested but namespaces are unavailable "
+            "(needs root, or unprivileged user namespaces enabled in the kernel)"
+        )
+    if isolation == "none":
+        logger.error(NOT_ISOLATED_WARNING)
+        warnings.warn(NOT_ISOLATED_WARNING, NotIsolatedWarning, stacklevel=3)
+        use_userns = False  # no namespaces at all, so no user namespace either
+    return isolation, use_userns
+
+
 def _descendants(pid: int) -> set[int]:
     """Every process below ``pid`` (through /proc's children lists)."""
     found: set[int] = set()
@@ -356,33 +380,10 @@ class SandboxPool:
     ) -> None:
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be a positive int, got {workers!r}")
-        if isolation not in ISOLATION_MODES:
-            raise ValueError(f"isolation must be one of {ISOLATION_MODES}, got {isolation!r}")
-        if isolation == "auto":
-            isolation = os.environ.get(ISOLATION_ENV, "auto")
-            if isolation not in ISOLATION_MODES:
-                raise ValueError(
-                    f"{ISOLATION_ENV} must be one of {ISOLATION_MODES}, got {isolation!r}"
-                )
-        self.user_namespace = os.geteuid() != 0 if user_namespace is None else bool(user_namespace)
-        if isolation == "auto":
-            isolation = "namespaces" if namespaces_available(self.user_namespace) else "none"
-        elif isolation == "namespaces" and not namespaces_available(self.user_namespace):
-            raise SandboxError(
-                "isolation='namespaces' requested but namespaces are unavailable "
-                "(needs root, or unprivileged user namespaces enabled in the kernel)"
-            )
-        if isolation == "none":
-            logger.error(NOT_ISOLATED_WARNING)
-            warnings.warn(NOT_ISOLATED_WARNING, NotIsolatedWarning, stacklevel=2)
-            self.user_namespace = False  # no namespaces at all, so no user namespace either
-        self.isolation = isolation
+        self.isolation, self.user_namespace = _resolve_isolation(isolation, user_namespace)
         if warm_host is None:
-            warm_host = os.environ.get(WARM_HOST_ENV, "1").strip().lower() not in (
-                "0",
-                "false",
-                "no",
-            )
+            setting = os.environ.get(WARM_HOST_ENV, "1").strip().lower()
+            warm_host = setting not in ("0", "false", "no")
         self.warm_host = bool(warm_host)
         self.size = workers or max(1, os.cpu_count() or 1)
         self._owner_pid = os.getpid()
@@ -402,7 +403,13 @@ class SandboxPool:
         try:
             for index in range(self.size):
                 worker = _WorkerProcess(
-                    index, isolation, hidden, exposed, token, self.user_namespace, self.warm_host
+                    index,
+                    self.isolation,
+                    hidden,
+                    exposed,
+                    token,
+                    self.user_namespace,
+                    self.warm_host,
                 )
                 self._workers.append(worker)
                 self._idle.put(worker)
