@@ -1,4 +1,9 @@
-"""Sandbox worker ("zygote"): a pre-started interpreter that forks one isolated child per run.
+"""Sandbox worker ("zygote"): a pre-started interpreter that supervises isolated runs.
+
+With namespaces a worker hands each program to its warm run host (:mod:`._run_host`, cloned
+once, PID 1 of the runs' namespaces, one child per program); without a host (rlimits-only
+mode, or ``warm_host`` off) it clones one child per run itself. Either way it enforces the
+CPU and wall limits and the output caps from outside, and relays the run's output.
 
 Started by :class:`corrgrpo.sandbox.SandboxPool` as ``python -m corrgrpo.sandbox._worker CONFIG``.
 Protocol on two pipes (big-endian lengths):
@@ -9,7 +14,8 @@ Protocol on two pipes (big-endian lengths):
 
 The worker never executes untrusted code itself and keeps no sample data in Python objects:
 bodies and relayed output pass through reused bytearrays that are wiped after every run, so a
-later sample forked from this process cannot find an earlier sample's code or results.
+later sample forked from this process (or from a host cloned from it) cannot find an earlier
+sample's code or results.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ root is a fresh tmpfs holding only an allowlist:
 The most specific rule wins: a path is visible exactly when its nearest ancestor among
 ``exposed_paths`` and ``hidden_paths`` is an exposed one.
 
-Each run then adds, in the run's own mount, PID and IPC namespaces, a fresh ``/tmp`` and
-``/dev/shm`` tmpfs and a ``/proc`` that shows only the run's processes.
+Runs then add, in their own mount, PID and IPC namespaces (a warm run host's, or a fresh
+run's), a fresh ``/tmp`` and ``/dev/shm`` tmpfs and a ``/proc`` that shows only the processes
+of those namespaces.
 """
 
 from __future__ import annotations
