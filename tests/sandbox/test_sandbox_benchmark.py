@@ -53,3 +53,19 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
     assert fresh["same_status_as_warm"] == 1.0 and fresh["programs_per_s"] > 0
     assert {"cgroups", "mounts", "exit and teardown"} <= set(fresh["cpu_ms_breakdown"])
     assert "fresh namespaces per program" in completed.stdout
+
+
+def test_fork_floor_script_small() -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "sandbox_fork_floor.py")]
+    completed = subprocess.run(
+        [*command, "--iterations", "5"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    rows = {
+        line[:22].strip(): line[22:].split()
+        for line in completed.stdout.splitlines()
+        if line.startswith(("fork", "run"))
+    }
+    assert set(rows) == {"fork, exit", "fork, run, exit", "run, no fork"}, completed.stdout
+    assert all(float(values[0]) > 0 for values in rows.values())
+    assert int(rows["fork, run, exit"][1]) > 0  # a child that runs a program faults pages in
