@@ -624,7 +624,10 @@ def main(argv: list[str]) -> int:
     if "error" in ready:
         return 1
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    worker.serve()
+    try:
+        worker.serve()
+    finally:
+        worker._discard_host()  # its cgroups can only be removed once it is gone
     return 0
 
 
