@@ -207,3 +207,19 @@ def test_without_a_warm_host_every_program_is_pid_1_of_its_own_namespace() -> No
         assert [r.status for r in results] == ["passed", "passed", "passed"]
         assert pool._workers[0].host_pid is None
         assert pool.live_run_processes() == []
+
+
+def test_a_host_retires_after_its_quota_of_programs() -> None:
+    from corrgrpo.sandbox._run_host import HOST_RUNS
+
+    require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
+    with SandboxPool(workers=1, isolation="namespaces") as pool:
+        first = pool.run([_stdio("print('ok')")])
+        host = pool._workers[0].host_pid
+        rest = pool.run([_stdio("print('ok')")] * (HOST_RUNS - 2))
+        assert pool._workers[0].host_pid == host  # the same host all along
+        last = pool.run([_stdio("print('ok')")])
+        assert pool._workers[0].host_pid is None  # served its quota: retired
+        after = pool.run([_stdio("print('ok')")])
+        assert pool._workers[0].host_pid not in (None, host)
+        assert {r.status for r in first + rest + last + after} == {"passed"}
