@@ -30,7 +30,6 @@ import math
 import os
 import resource
 import signal
-import struct
 import time
 from dataclasses import dataclass
 from typing import NoReturn, TypedDict
@@ -49,11 +48,10 @@ from corrgrpo.sandbox.isolation import (
     open_bind_sources,
     replace_scratch,
 )
-from corrgrpo.sandbox.protocol import SETUP_FAILURE_EXIT, RunHeader
+from corrgrpo.sandbox.protocol import LENGTH, SETUP_FAILURE_EXIT, RunHeader
 
 HOST_RUNS = 256  # programs per host; a fresh host bounds anything that could accumulate
 HOST_CLONE_FLAGS = sc.CLONE_NEWPID | sc.CLONE_NEWNS | sc.CLONE_NEWIPC
-_LENGTH = struct.Struct(">I")
 
 
 class HostStatus(TypedDict):
@@ -98,13 +96,13 @@ def read_request(fd: int, buffer: bytearray) -> tuple[RunHeader, int, bytearray]
     size_raw = bytearray(4)
     if not read_exact_into(fd, size_raw, 4):
         return None
-    header_raw = bytearray(_LENGTH.unpack(size_raw)[0])
+    header_raw = bytearray(LENGTH.unpack(size_raw)[0])
     if not read_exact_into(fd, header_raw, len(header_raw)):
         return None
     header: RunHeader = json.loads(header_raw.decode())
     if not read_exact_into(fd, size_raw, 4):
         return None
-    body_len = _LENGTH.unpack(size_raw)[0]
+    body_len = LENGTH.unpack(size_raw)[0]
     if body_len > len(buffer):
         wipe(buffer)
         buffer = bytearray(1 << max(16, math.ceil(math.log2(body_len))))
@@ -113,9 +111,22 @@ def read_request(fd: int, buffer: bytearray) -> tuple[RunHeader, int, bytearray]
     return header, body_len, buffer
 
 
-def frame_request(header: RunHeader, body: bytes | memoryview) -> list[bytes | memoryview]:
-    header_raw = json.dumps(header).encode()
-    return [_LENGTH.pack(len(header_raw)), header_raw, _LENGTH.pack(len(body)), body]
+def write_status(fd: int, status: HostStatus) -> None:
+    message = json.dumps(status).encode()
+    # One write under PIPE_BUF bytes: the worker reads the whole report at once.
+    write_all(fd, LENGTH.pack(len(message)) + message)
+
+
+def read_status(fd: int) -> HostStatus | None:
+    """The host's report on ``fd`` (non-blocking); None if there is none (the host died)."""
+    try:
+        raw = os.read(fd, 1 << 16)  # one write under PIPE_BUF, so one read
+    except BlockingIOError:
+        return None
+    if len(raw) < LENGTH.size or len(raw) != LENGTH.size + LENGTH.unpack(raw[: LENGTH.size])[0]:
+        return None
+    status: HostStatus = json.loads(raw[LENGTH.size :])
+    return status
 
 
 def host_main(context: RunContext, pipes: HostPipes) -> NoReturn:
@@ -159,9 +170,7 @@ def _serve(context: RunContext, pipes: HostPipes, scratch: _Scratch) -> None:
                 status["reset_cpu"] = time.thread_time() - reset_started
         finally:
             wipe(buffer, body_len)
-        message = json.dumps(status).encode()
-        # One write under PIPE_BUF bytes: the worker reads the whole report at once.
-        write_all(pipes.status, _LENGTH.pack(len(message)) + message)
+        write_status(pipes.status, status)
         if status["last"]:
             return
 

@@ -39,9 +39,9 @@ from corrgrpo.sandbox._run_host import (
     HOST_CLONE_FLAGS,
     HostPipes,
     HostStatus,
-    frame_request,
     host_main,
     read_request,
+    read_status,
     wipe,
 )
 from corrgrpo.sandbox._run_process import RunContext, run_program, write_all
@@ -58,6 +58,7 @@ from corrgrpo.sandbox.protocol import (
     RunHeader,
     RunSummary,
     WorkerConfig,
+    frame_request,
 )
 
 PRELOADED_MODULES = (
@@ -100,7 +101,6 @@ PIPE_SIZE = 1 << 20
 RELAY_TICK_S = 0.005
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _FRAME = struct.Struct(">cI")
-_LENGTH = struct.Struct(">I")
 
 
 def _process_cpu_seconds(pid: int) -> float:
@@ -165,18 +165,17 @@ class _RunHost:
 
     def read_status(self) -> HostStatus | None:
         """The host's report of the program that just ended; None if the host died instead."""
-        try:
-            raw = os.read(self.status, 1 << 16)  # one write under PIPE_BUF, so one read
-        except BlockingIOError:
-            return None
-        if len(raw) < _LENGTH.size or len(raw) != _LENGTH.size + _LENGTH.unpack(raw[:4])[0]:
-            return None
-        status: HostStatus = json.loads(raw[_LENGTH.size :])
-        return status
+        return read_status(self.status)
 
     def close(self) -> None:
         for fd in (self.pidfd, self.command, self.status, *self.outputs):
             os.close(fd)
+
+
+def _wait_exit(pid: int) -> RunSummary:
+    """Wait for ``pid``: its wait status, CPU seconds (with reaped children) and peak memory."""
+    _, status, usage = os.wait4(pid, 0)
+    return {"status": status, "cpu": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss}
 
 
 def _children_cpu_seconds(pid: int) -> float:
@@ -289,7 +288,7 @@ class Worker:
                 os.close(fd)
             out_w = err_w = res_w = -1
             pidfd = os.pidfd_open(child)
-            cpu_used = self._cpu_meter(child, cpu_base)
+            cpu_used = self._cpu_meter(cpu_base, lambda: _process_cpu_seconds(child))
             summary = self._supervise(
                 header, cpu_used, pidfd, (out_r, err_r, res_r), started, child
             )
@@ -314,7 +313,7 @@ class Worker:
             write_all(host.command, *frame_request(header, body))
         except BrokenPipeError:
             pass  # the host died while starting: its exit status and setup record say why
-        cpu_used = self._host_cpu_meter(host, cpu_base)
+        cpu_used = self._cpu_meter(cpu_base, lambda: _children_cpu_seconds(host.pid))
         streams = _Streams(host.outputs, header["out"])
         watch = self._watch(header, cpu_used, (host.status, host.pidfd), streams, started)
         summary = self._finish_host_run(host, header, watch, streams)
@@ -351,19 +350,12 @@ class Worker:
                 os.close(fd)
         return _RunHost(pid, pidfd, command_w, status_r, worker_ends[2:])  # type: ignore[arg-type]
 
-    def _host_cpu_meter(self, host: _RunHost, cpu_base: float) -> Callable[[], float]:
-        """CPU seconds of the run so far: the cgroup when there is one, else the host's children."""
-        cgroups = self.cgroups
-        if cgroups is not None:
-            return lambda: cgroups.cpu_seconds() - cpu_base
-        return lambda: _children_cpu_seconds(host.pid)
-
     def _finish_host_run(
         self, host: _RunHost, header: RunHeader, watch: _Watch, streams: _Streams
     ) -> RunSummary:
         """The run's summary once the host reported (or was stopped); output fully relayed."""
-        killed = watch.killed
-        status = host.read_status() if killed is None else None
+        kill_time = time.monotonic()
+        status = host.read_status() if watch.killed is None else None
         exit_info: RunSummary
         if status is None:  # stopped for a limit, or the host itself died
             exit_info = self._stop_host()
@@ -374,19 +366,9 @@ class Worker:
                 "maxrss_kb": status["maxrss_kb"],
                 "host_reset_cpu": status["reset_cpu"],
             }
-        # Every process of the program is gone: what is in the pipes is all it wrote.
-        for fd in list(streams.open_fds):
-            while streams.within_cap(fd) and self._relay(fd, streams) > 0:
-                pass
-            if not streams.within_cap(fd) and killed is None:
-                killed = streams.over_cap_reason(fd)
-        if status is None or killed is not None or status["last"]:
+        summary = self._summarize(header, watch, streams, exit_info, kill_time)
+        if status is None or summary["killed"] is not None or status["last"]:
             self._discard_host()  # stopped, over a cap (output is left in its pipes), or retired
-        summary: RunSummary = {"killed": killed, **exit_info}
-        if killed == "wall":
-            summary["overshoot"] = time.monotonic() - watch.wall_deadline
-        elif killed == "cpu" and watch.cpu_at_kill is not None:
-            summary["overshoot"] = watch.cpu_at_kill - float(header["cpu"])
         return summary
 
     def _stop_host(self) -> RunSummary:
@@ -401,12 +383,7 @@ class Worker:
             signal.pidfd_send_signal(host.pidfd, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        _, status, usage = os.wait4(host.pid, 0)
-        host.exit = {
-            "status": status,
-            "cpu": usage.ru_utime + usage.ru_stime,
-            "maxrss_kb": usage.ru_maxrss,
-        }
+        host.exit = _wait_exit(host.pid)
         return host.exit
 
     def _discard_host(self) -> None:
@@ -427,12 +404,13 @@ class Worker:
             pass  # a lower limit can be refused while old page cache is charged
         return self.cgroups.cpu_seconds(), self.cgroups.oom_kills()
 
-    def _cpu_meter(self, child: int, cpu_base: float) -> Callable[[], float]:
-        """CPU seconds of the run so far: its cgroup when there is one, else its process."""
+    def _cpu_meter(self, cpu_base: float, from_proc: Callable[[], float]) -> Callable[[], float]:
+        """CPU seconds of the run so far: the cgroup's when there is one, else ``from_proc``
+        (the run's processes as /proc shows them)."""
         cgroups = self.cgroups
         if cgroups is not None:
             return lambda: cgroups.cpu_seconds() - cpu_base
-        return lambda: _process_cpu_seconds(child)
+        return from_proc
 
     def _clean_up_run(self, child: int, fds: tuple[int, ...], scratch: str | None) -> None:
         if child > 0 and not self._reaped:  # a supervision fault: never leave a run behind
@@ -467,13 +445,9 @@ class Worker:
                 time.sleep(0.001)
 
     def _reap(self, pid: int) -> RunSummary:
-        _, status, usage = os.wait4(pid, 0)
+        exit_info = _wait_exit(pid)
         self._reaped = True
-        return {
-            "status": status,
-            "cpu": usage.ru_utime + usage.ru_stime,
-            "maxrss_kb": usage.ru_maxrss,
-        }
+        return exit_info
 
     def _supervise(
         self,
@@ -492,7 +466,18 @@ class Worker:
         exit_info = self._reap(child)  # when PID 1 is reaped, its namespace is empty
         if not self.isolated:
             self._reap_stragglers(child)
-        # Writers are dead now: drain what is left in the pipes, within the caps.
+        return self._summarize(header, watch, streams, exit_info, kill_time)
+
+    def _summarize(
+        self,
+        header: RunHeader,
+        watch: _Watch,
+        streams: _Streams,
+        exit_info: RunSummary,
+        kill_time: float,
+    ) -> RunSummary:
+        """The run's summary. Its writers are dead by now: what is left in the pipes is all
+        they wrote, relayed within the caps (a cap broken here is the run's stop reason)."""
         killed = watch.killed
         for fd in list(streams.open_fds):
             while streams.within_cap(fd) and self._relay(fd, streams) > 0:

@@ -41,6 +41,7 @@ from corrgrpo.sandbox.protocol import (
     RunHeader,
     RunSummary,
     WorkerConfig,
+    frame_request,
 )
 from corrgrpo.sandbox.requests import ExecutionRequest, ExecutionResult
 
@@ -56,7 +57,6 @@ NOT_ISOLATED_WARNING = (
     "processes behind. Do not run untrusted model output like this outside a disposable machine."
 )
 _FRAME = struct.Struct(">cI")
-_LENGTH = struct.Struct(">I")
 _START_TIMEOUT_S = 60.0
 _REPLY_GRACE_S = 10.0
 _PIPE_SAFE_BYTES = 32 << 10
@@ -203,11 +203,8 @@ class _WorkerProcess:
             body["assert_test"] = request.assert_test
         if request.mode == "stdio":
             body["stdin"] = request.stdin or ""
-        header_raw = json.dumps(header).encode()
         body_raw = json.dumps(body).encode("utf-8", "surrogatepass")
-        message = b"".join(
-            [_LENGTH.pack(len(header_raw)), header_raw, _LENGTH.pack(len(body_raw)), body_raw]
-        )
+        message = b"".join(frame_request(header, body_raw))
         deadline = time.monotonic() + request.wall_limit + _REPLY_GRACE_S
         streams = {FRAME_STDOUT: bytearray(), FRAME_STDERR: bytearray(), FRAME_RECORDS: bytearray()}
         writer = None

@@ -10,8 +10,12 @@ then one :class:`RunSummary`. Child -> judge (through the worker): :class:`Recor
 
 from __future__ import annotations
 
+import json
+import struct
 from typing import Any, Literal, TypedDict
 
+# Big-endian length prefix of a request's header and body.
+LENGTH = struct.Struct(">I")
 # Frame kinds on the worker's reply pipe.
 FRAME_READY = b"K"
 FRAME_STDOUT = b"O"
@@ -113,3 +117,10 @@ class RunSummary(TypedDict, total=False):
     host_pid: int | None  # the warm run host kept for the next run (not a process of this run)
     host_reset_cpu: float  # the host's CPU seconds for returning its namespaces to a fresh state
     harness_error: str
+
+
+def frame_request(header: RunHeader, body: bytes | memoryview) -> list[bytes | memoryview]:
+    """One request as written to a pipe: ``u32 header_len, header JSON, u32 body_len, body``
+    (pool -> worker, and worker -> run host)."""
+    header_raw = json.dumps(header).encode()
+    return [LENGTH.pack(len(header_raw)), header_raw, LENGTH.pack(len(body)), body]
