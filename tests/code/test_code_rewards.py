@@ -241,7 +241,7 @@ def test_code_compute_score_verl(executor: SandboxExecutor, tmp_path: Path) -> N
     row = two_sum_row()
     truth = json.dumps({k: v for k, v in row.items() if k != "prompt"})
     out = compute_score("leetcode", fence(GOOD), truth, scorer=scorer)
-    assert set(out) == {"score", "forgeable", *COMPONENTS}
+    assert set(out) == {"score", "forgeable", "forgeable_pass", *COMPONENTS}
     assert out["pass"] == 1.0
     assert out["score"] == pytest.approx(
         sum(DEFAULT_WEIGHTS[k] * out[k] for k in COMPONENTS if not math.isnan(out[k]))
@@ -281,12 +281,12 @@ def test_code_stdin_and_assert_modes(scorer: CodeScorer) -> None:
     (wrong,) = scorer.score([stdin_row], [fence("print(14)\n")])  # right only on the sample
     assert (wrong.passed, wrong.runtime, wrong.status) == (0.0, 1.0, "wrong_answer")
     mbpp = {r["task_id"]: r for r in load_mbpp(FIXTURES / "mbpp_sample.jsonl")}
-    circle = mbpp["Mbpp/139"]  # math.isclose: not convertible, judged by assertions inside
+    circle = mbpp["Mbpp/139"]  # math.isclose: not convertible, check() runs on the trusted side
     good, bad = scorer.score(
         [circle, circle],
         [fence(circle["reference"]), fence("def circle_circumference(r):\n    return r\n")],
     )
-    assert good.passed == 1.0 and good.forgeable
+    assert good.passed == 1.0 and not good.forgeable
     assert bad.passed == 0.0 and bad.runtime == 1.0 and bad.status == "wrong_answer"
     square = mbpp["Mbpp/17"]
     (plain,) = scorer.score([square], [fence(square["reference"])])

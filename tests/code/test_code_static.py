@@ -75,13 +75,20 @@ def test_code_syntax_reward(code: str, expected: float) -> None:
 
 
 def test_code_compile_catches_what_parse_alone_misses() -> None:
-    code = "from __future__ import annotations\nx = 1\n"
+    code = "x = 1\nfrom __future__ import annotations\n"
     assert syntax_reward(code) == 1.0
     program = build_program("import math\n", code, "def check(candidate):\n    pass\n", "f")
     assert program.endswith("check(f)\n")
-    assert not compiles(program)  # a __future__ import after other code
-    assert compiles(build_program("", code, "def check(c):\n    pass\n", "f"))
+    assert not compiles(program)  # a __future__ import after the candidate's own code
     assert not compiles("return 1\n")  # 'return' outside function only fails at compile
+
+
+def test_code_future_import_of_the_candidate_goes_first() -> None:
+    code = '"""Doc."""\nfrom __future__ import annotations\nx: Later = 1\n'
+    program = build_program("import math\n", code, "def check(candidate):\n    pass\n", "f")
+    assert program.startswith("from __future__ import annotations\nimport math\n")
+    assert program.count("__future__") == 1 and '"""Doc."""\nx: Later = 1' in program
+    assert compiles(program)
 
 
 def test_code_ast_structure_ignores_identifiers_and_literals() -> None:

@@ -59,3 +59,5 @@ def test_code_task_rewards_drive_a_trl_step(tmp_path: Path) -> None:
         assert f"rewards/{name}/mean" in logs[0], name
     # an untrained model writes noise: nothing it writes parses as a passing program
     assert logs[0]["rewards/pass/mean"] == 0.0
+    # the reward functions' diagnostics reach TRL's logs through its log_metric hook
+    assert logs[0]["code/forgeable_pass"] == 0.0 and logs[0]["code/scoring_error"] == 0.0

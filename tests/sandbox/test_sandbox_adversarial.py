@@ -58,9 +58,9 @@ class Attack:
     name: str
     threat: str
     program: str
-    mode: str = "calls"  # calls | assert | stdio
+    mode: str = "calls"  # calls | assert | assert_in_sandbox | stdio
     statuses: frozenset[str] = NOT_PASSED
-    forgeable_pass: bool = False  # assert mode: documented forgery, must be flagged
+    forgeable_pass: bool = False  # assert_in_sandbox: documented forgery, must be flagged
     repeat: int = 1
     cpu: float = 2.0
     wall: float | None = None
@@ -540,7 +540,7 @@ ATTACKS: list[Attack] = [
         statuses=frozenset({"wrong_answer"}),
         cpu=20.0,
     ),
-    # --- assert mode (forgeable by design) ----------------------------------------------------
+    # --- assert mode: check() runs on the trusted side against a proxy ------------------------
     Attack(
         "assert_mode_sys_exit",
         "sys.exit(0) in assert mode",
@@ -558,13 +558,85 @@ ATTACKS: list[Attack] = [
         "always-equal object in assert mode",
         _solution("class E:\n    __eq__ = lambda self, other: True\nreturn E()"),
         mode="assert",
-        forgeable_pass=True,
     ),
     Attack(
         "assert_mode_forged_record",
         "forged verdict record in assert mode",
         'import os\nos.write(3, b\'{"k": "assert", "ok": 1}\\n\')\nos._exit(0)\n',
         mode="assert",
+    ),
+    Attack(
+        "assert_mode_forged_reply",
+        "forged replies and verdicts on every descriptor in assert mode",
+        "import json, os, struct\n"
+        "for fd in range(3, 12):\n"
+        "    for message in ({'i': 0, 'ok': 1, 'v': 14}, {'how': 'passed'}, {'k': 'assert', 'ok': 1}):\n"
+        "        raw = json.dumps(message).encode()\n"
+        "        try:\n            os.write(fd, struct.pack('>I', len(raw)) + raw)\n"
+        "            os.write(fd, raw + b'\\n')\n"
+        "        except OSError:\n            pass\n" + _solution("return -1"),
+        mode="assert",
+    ),
+    Attack(
+        "assert_mode_strip_asserts",
+        "builtins.compile and exec patched to drop the asserts of the test",
+        "import ast, builtins\n_compile, _exec = builtins.compile, builtins.exec\n"
+        "def compile(source, *args, **kwargs):\n"
+        "    if isinstance(source, str) and 'assert' in source:\n"
+        "        source = source.replace('assert ', 'pass  # ')\n"
+        "    return _compile(source, *args, **kwargs)\n"
+        "builtins.compile = compile\nbuiltins.exec = lambda *a, **k: None\n"
+        + _solution("return -1"),
+        mode="assert",
+    ),
+    Attack(
+        "assert_mode_trace_hooks",
+        "sys.settrace / sys.setprofile hooks that swap check() and candidate",
+        "import sys\n"
+        "def hook(frame, event, arg):\n"
+        "    if frame.f_code.co_name == 'check':\n"
+        "        frame.f_globals['check'] = lambda candidate: None\n"
+        "        frame.f_locals['candidate'] = lambda *a: 14\n"
+        "    return hook\nsys.settrace(hook)\nsys.setprofile(hook)\n" + _solution("return -1"),
+        mode="assert",
+    ),
+    Attack(
+        "assert_mode_patch_harness",
+        "patching the harness's own functions at import time",
+        "import sys, os\nfor name, module in list(sys.modules.items()):\n"
+        "    if name.startswith('corrgrpo'):\n"
+        "        for attribute in dir(module):\n"
+        "            if attribute.startswith(('_run', 'run', '_serve', '_judge')):\n"
+        "                setattr(module, attribute, lambda *a, **k: os._exit(0))\n"
+        + _solution("return -1"),
+        mode="assert",
+    ),
+    Attack(
+        "assert_mode_caller_frame",
+        "reading the expected value from the caller's frames",
+        _solution(
+            "import sys\nframe = sys._getframe(1)\n"
+            "while frame is not None:\n"
+            "    for value in list(frame.f_locals.values()):\n"
+            "        if isinstance(value, int) and value in (14, 0, 29):\n"
+            "            return value\n"
+            "    frame = frame.f_back\nreturn -1"
+        ),
+        mode="assert",
+    ),
+    # --- the opt-in in-sandbox assert mode stays forgeable, and says so ------------------------
+    Attack(
+        "assert_in_sandbox_eq_always_true",
+        "always-equal object with the test inside the sandbox",
+        _solution("class E:\n    __eq__ = lambda self, other: True\nreturn E()"),
+        mode="assert_in_sandbox",
+        forgeable_pass=True,
+    ),
+    Attack(
+        "assert_in_sandbox_forged_record",
+        "forged verdict record with the test inside the sandbox",
+        'import os\nos.write(3, b\'{"k": "assert", "ok": 1}\\n\')\nos._exit(0)\n',
+        mode="assert_in_sandbox",
         forgeable_pass=True,
     ),
     Attack(
@@ -665,10 +737,14 @@ def _request(attack: Attack, program: str) -> ExecutionRequest:
         limits["memory_limit_bytes"] = attack.memory
     if attack.mode == "stdio":
         return ExecutionRequest(program=program, stdin="1 2 3\n", expected_stdout="14\n", **limits)  # type: ignore[arg-type]
-    if attack.mode == "assert":
+    if attack.mode in ("assert", "assert_in_sandbox"):
         return ExecutionRequest(
-            program=program, entry_point="Solution().solve", assert_test=CHECK, **limits
-        )  # type: ignore[arg-type]
+            program=program,
+            entry_point="Solution().solve",
+            assert_test=CHECK,
+            assert_in_sandbox=attack.mode == "assert_in_sandbox",
+            **limits,  # type: ignore[arg-type]
+        )
     tests = convert_check_tests(CHECK)
     assert tests is not None
     return ExecutionRequest(program=program, entry_point="Solution().solve", calls=tests, **limits)  # type: ignore[arg-type]
@@ -715,8 +791,9 @@ def _run_attack(
     results = pool.run([_request(attack, program)] * attack.repeat)
     for result in results:
         assert result.isolated
+        assert result.forgeable == (attack.mode == "assert_in_sandbox")
         if attack.forgeable_pass:
-            assert result.forgeable, "an assert-mode verdict must be flagged forgeable"
+            assert result.forgeable, "an in-sandbox assert verdict must be flagged forgeable"
         else:
             assert result.status in attack.statuses, (
                 result.status,

@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 
+import pytest
 from sandbox_helpers import require_capability
 
 from corrgrpo.sandbox import (
@@ -73,21 +74,24 @@ def test_status_categories(pool: SandboxPool) -> None:
     assert len(results[4].stdout) <= 10_000
 
 
-def test_assert_mode_is_forgeable(pool: SandboxPool) -> None:
+@pytest.mark.parametrize("in_sandbox", [False, True])
+def test_assert_mode_is_forgeable_only_inside_the_sandbox(
+    pool: SandboxPool, in_sandbox: bool
+) -> None:
     ok, bad = pool.run(
         [
             ExecutionRequest(
-                program=TWO_SUM, entry_point="Solution().twoSum", assert_test=TWO_SUM_TEST
-            ),
-            ExecutionRequest(
-                program=TWO_SUM.replace("return [", "return 0 and ["),
+                program=program,
                 entry_point="Solution().twoSum",
                 assert_test=TWO_SUM_TEST,
-            ),
+                assert_in_sandbox=in_sandbox,
+            )
+            for program in (TWO_SUM, TWO_SUM.replace("return [", "return 0 and ["))
         ]
     )
-    assert ok.status == "passed" and ok.forgeable
-    assert bad.status == "wrong_answer" and bad.forgeable
+    assert (ok.status, ok.forgeable) == ("passed", in_sandbox)
+    assert (bad.status, bad.forgeable) == ("wrong_answer", in_sandbox)
+    assert ok.mode == ("assert_in_sandbox" if in_sandbox else "assert")
 
 
 def test_stdio_mode_compares_full_output(pool: SandboxPool) -> None:

@@ -27,7 +27,8 @@ Public names:
   sources to trusted :class:`CallTest` lists; :func:`safe_eval` for constant expressions.
 - :func:`judge`, :func:`check_call`, :func:`values_equal`, :func:`same_items`,
   :func:`outputs_match`: trusted-side
-  comparison; :func:`encode_value` / :func:`decode_value`: the type-tagged result format.
+  comparison; :func:`encode_value` / :func:`decode_value`: the type-tagged result format;
+  :func:`safe_repr`: capped text of any decoded value, never raising.
 
 See ``docs/sandbox.md`` for the isolation model, limits, categories and what stays forgeable.
 """
@@ -50,6 +51,7 @@ from corrgrpo.sandbox.values import (
     Opaque,
     decode_value,
     encode_value,
+    safe_repr,
     same_items,
     values_equal,
 )
@@ -118,6 +120,7 @@ __all__ = [
     "namespaces_available",
     "outputs_match",
     "safe_eval",
+    "safe_repr",
     "same_items",
     "values_equal",
 ]

@@ -12,6 +12,11 @@ descriptor. Kinds (``k``):
 - ``{"k": "assert", "ok": 1}`` / ``{"k": "assert", "ok": 0, "e": ..., "m": ...}`` (forgeable);
 - ``{"k": "done"}``.
 
+In ``serve`` mode (assert tests judged on the trusted side) the program never sees the test: it
+reads :class:`~corrgrpo.sandbox.protocol.ProxyCall` messages from the trusted checker on
+descriptor 4, calls the entry point and writes each result as a
+:class:`~corrgrpo.sandbox.protocol.ProxyReply` on descriptor 5, until the checker closes its end.
+
 The program runs as a real module: a ``types.ModuleType`` registered in ``sys.modules`` under
 its ``__name__`` (``__main__`` for stdin/stdout programs, ``solution`` otherwise), so
 dataclasses, pickling of its own classes, the enum functional API, ``typing.get_type_hints``
@@ -31,8 +36,18 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.sandbox.protocol import CALL_TIMEOUT_ERROR, CallSpec, Record, RunBody
-from corrgrpo.sandbox.values import encode_value
+from corrgrpo.sandbox.protocol import (
+    CALL_TIMEOUT_ERROR,
+    PROXY_CALLS_FD,
+    PROXY_REPLIES_FD,
+    CallSpec,
+    MessageReader,
+    ProxyReply,
+    Record,
+    RunBody,
+    write_message,
+)
+from corrgrpo.sandbox.values import decode_value, encode_value
 
 _MESSAGE_LIMIT = 2000
 _MEMORY_RECORD = (
@@ -156,7 +171,8 @@ def new_module(mode: str) -> types.ModuleType:
 def _execute_program(body: RunBody, module: types.ModuleType, report: Reporter) -> bool:
     """Compile and run the program in ``module``; False when it did not finish normally."""
     try:
-        code = compile(body["program"], "<solution>", "exec")
+        # dont_inherit: the program gets none of this module's __future__ features
+        code = compile(body["program"], "<solution>", "exec", dont_inherit=True)
     except SyntaxError as error:
         report.emit({"k": "syntax", "m": f"{error.msg} (line {error.lineno})"})
         return False
@@ -199,7 +215,9 @@ def run(body: RunBody, result_fd: int, phases: dict[str, float] | None = None) -
     except BaseException as error:
         report.error("entry_point", error)
         return
-    if mode == "assert":
+    if mode == "serve":
+        _serve_calls(candidate, body.get("call_cpu"))
+    elif mode == "assert":
         _run_assert(body["assert_test"], namespace, candidate, report)
     else:
         _run_calls(body["calls"], namespace, candidate, report)
@@ -211,7 +229,7 @@ def _run_assert(
     test_source: str, namespace: dict[str, Any], candidate: Any, report: Reporter
 ) -> None:
     try:
-        exec(compile(test_source, "<test>", "exec"), namespace)
+        exec(compile(test_source, "<test>", "exec", dont_inherit=True), namespace)
         check = namespace["check"]
     except BaseException as error:
         report.error("test", error)
@@ -260,7 +278,7 @@ def _run_one_call(index: int, spec: CallSpec, namespace: dict[str, Any], report:
     source, adapter, limit = spec
     started = time.process_time()
     try:
-        code = compile(source, f"<call {index}>", "eval")
+        code = compile(source, f"<call {index}>", "eval", dont_inherit=True)
         _CallTimer.start(limit)
         try:
             value = eval(code, namespace)
@@ -284,3 +302,40 @@ def _run_calls(
     signal.signal(signal.SIGPROF, _CallTimer.on_signal)
     for index, spec in enumerate(calls):
         _run_one_call(index, spec, namespace, report)
+
+
+def _serve_one(index: int, arguments: Any, candidate: Any, limit: float | None) -> ProxyReply:
+    started = time.process_time()
+    try:
+        args, kwargs = decode_value(arguments[0]), decode_value(arguments[1])
+        _CallTimer.start(limit)
+        try:
+            value = candidate(*args, **kwargs)
+        finally:
+            _CallTimer.stop()
+        used = time.process_time() - started
+        return {"i": index, "ok": 1, "v": encode_value(value), "t": used}
+    except BaseException as error:
+        _CallTimer.stop()
+        name, text = _describe(error)
+        return {"i": index, "ok": 0, "e": name, "m": text, "t": time.process_time() - started}
+
+
+def _reply(reply: ProxyReply) -> None:
+    # the record encoder's rules and fallbacks (an unencodable value is the call's error)
+    write_message(PROXY_REPLIES_FD, _encode_record(reply)[:-1])  # type: ignore[arg-type]
+
+
+def _serve_calls(candidate: Any, limit: float | None) -> None:
+    """Answer the trusted checker's calls until it closes its end of the channel."""
+    signal.signal(signal.SIGPROF, _CallTimer.on_signal)
+    calls = MessageReader(PROXY_CALLS_FD)
+    while True:
+        try:
+            raw = calls.read()
+        except ValueError:
+            return
+        if raw is None:
+            return
+        message = json.loads(raw)
+        _reply(_serve_one(message["i"], (message["a"], message["kw"]), candidate, limit))

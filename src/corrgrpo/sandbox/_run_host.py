@@ -20,7 +20,10 @@ namespace) without capabilities. A run the worker stops (CPU, wall, output caps)
 whole host with it, and a host serves at most :data:`HOST_RUNS` programs.
 
 Protocol: worker -> host ``u32 header_len, header JSON, u32 body_len, body JSON`` per program
-(as pool -> worker); host -> worker ``u32 length, status JSON`` (:class:`HostStatus`).
+(as pool -> worker); host -> worker ``u32 length, status JSON`` (:class:`HostStatus`). For a
+program that serves a trusted checker (assert mode) the worker also passes the program's ends
+of the checker's two pipes over a Unix socket (``SCM_RIGHTS``); the host hands them to the
+program's child and closes its own copies, so the checker sees the end of the program.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import math
 import os
 import resource
 import signal
+import socket
 import time
 from dataclasses import dataclass
 from typing import NoReturn, TypedDict
@@ -71,6 +75,7 @@ class HostPipes:
     command: int
     status: int
     outputs: tuple[int, int, int]  # stdout, stderr, result channel
+    descriptors: socket.socket  # per-program descriptors from the worker (the checker's pipes)
 
 
 def read_exact_into(fd: int, buffer: bytearray, size: int) -> bool:
@@ -178,10 +183,20 @@ def _serve(context: RunContext, pipes: HostPipes, scratch: _Scratch) -> None:
 def _run_one(
     context: RunContext, pipes: HostPipes, header: RunHeader, body: memoryview
 ) -> HostStatus:
+    proxy_fds: tuple[int, int] | None = None
+    if header.get("trusted"):
+        _, fds, _, _ = socket.recv_fds(pipes.descriptors, 1, 2)
+        if len(fds) != 2:
+            raise OSError("the worker sent no checker pipes")
+        proxy_fds = (fds[0], fds[1])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    child = sc.clone_process(0)
-    if child == 0:
-        run_program(context, header, bytes(body), pipes.outputs, in_host=True)
+    try:
+        child = sc.clone_process(0)
+        if child == 0:
+            run_program(context, header, bytes(body), pipes.outputs, True, proxy_fds)
+    finally:
+        for fd in proxy_fds or ():
+            os.close(fd)  # only the program may hold them: their end is the program's end
     _, status, usage = os.wait4(child, 0)
     _end_stragglers()  # before the CPU is read: the stragglers' CPU counts too
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

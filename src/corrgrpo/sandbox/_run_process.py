@@ -9,6 +9,7 @@ environment, and then the harness.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -59,11 +60,13 @@ def run_program(
     body_raw: bytes,
     fds: tuple[int, int, int],
     in_host: bool = False,
+    proxy_fds: tuple[int, int] | None = None,
 ) -> NoReturn:
     """The sandboxed process: set up, then run the harness. Never returns.
 
     A fresh run (``in_host`` False) is PID 1 of new namespaces and joins the cgroups and
     mounts its scratch space itself; in a warm run host both were done once by the host.
+    ``proxy_fds``: the child's ends of the trusted checker's call and reply pipes (serve mode).
     """
     isolated = context.isolated
     # CPU seconds of this thread when each setup step ended (the process clock only advances
@@ -89,7 +92,7 @@ def run_program(
         # Own session and process group: kill(0, ...) or killpg from the program must not reach
         # the worker or the pool (process groups are not confined by the PID namespace).
         os.setsid()
-        _install_descriptors(body, fds)
+        _install_descriptors(body, fds, proxy_fds)
         _apply_rlimits(header, isolated)
         phases["limits"] = time.thread_time()
         _drop_privileges(context.user_namespace and isolated, isolated, context.seccomp, in_host)
@@ -117,17 +120,20 @@ def report_setup_failure(result_fd: int, error: BaseException) -> None:
             continue
 
 
-def _install_descriptors(body: RunBody, fds: tuple[int, int, int]) -> None:
-    """stdin from a memfd holding the request's input; stdout, stderr, results on 1, 2, 3."""
+def _install_descriptors(
+    body: RunBody, fds: tuple[int, int, int], proxy_fds: tuple[int, int] | None
+) -> None:
+    """stdin from a memfd holding the request's input; stdout, stderr, results on 1, 2, 3;
+    in serve mode the checker's calls on 4 and the replies on 5; nothing else."""
     stdin_fd = os.memfd_create("stdin")
     write_all(stdin_fd, (body.get("stdin") or "").encode())
     os.lseek(stdin_fd, 0, os.SEEK_SET)
-    out_w, err_w, res_w = fds
-    os.dup2(stdin_fd, 0)
-    os.dup2(out_w, 1)
-    os.dup2(err_w, 2)
-    os.dup2(res_w, 3)
-    os.closerange(4, 1 << 16)
+    sources = [stdin_fd, *fds, *(proxy_fds or ())]
+    # Moved above every target first, so that no dup2 overwrites a source still to be moved.
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 256) for fd in sources]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)  # dup2 clears close-on-exec on the target
+    os.closerange(len(high), 1 << 16)
 
 
 def _apply_rlimits(header: RunHeader, isolated: bool) -> None:

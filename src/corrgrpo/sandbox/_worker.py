@@ -25,16 +25,20 @@ import gc
 import json
 import math
 import os
+import resource
 import select
 import signal
+import socket
 import struct
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn
 
 from corrgrpo.sandbox import _harness
 from corrgrpo.sandbox import _syscalls as sc
+from corrgrpo.sandbox._checker import checker_main
 from corrgrpo.sandbox._run_host import (
     HOST_CLONE_FLAGS,
     HostPipes,
@@ -53,6 +57,9 @@ from corrgrpo.sandbox.protocol import (
     FRAME_RECORDS,
     FRAME_STDERR,
     FRAME_STDOUT,
+    FRAME_VERDICT,
+    SETUP_FAILURE_EXIT,
+    CheckerExit,
     KillReason,
     Ready,
     RunHeader,
@@ -89,10 +96,12 @@ PRELOADED_MODULES = (
     "numbers",
     "queue",
     "corrgrpo.sandbox._harness",
+    "corrgrpo.sandbox._checker",
     "corrgrpo.sandbox.values",
     "corrgrpo.sandbox.isolation",
 )
 RESULT_CHANNEL_LIMIT = 64 << 20
+VERDICT_LIMIT = 1 << 20
 _CGROUP_MEMORY_HEADROOM = 64 << 20
 _CHUNK = 1 << 16
 # The run's pipes are drained on a tick instead of on every write: a write then wakes no one,
@@ -135,14 +144,19 @@ class _Watch:
 
 
 class _Streams:
-    """The run's three pipes: their frame kinds, caps and what each has sent so far."""
+    """Pipes to relay: their frame kinds, caps and what each has sent so far (a run's stdout,
+    stderr and result channel; or one pipe of ``kind``, such as the checker's verdict)."""
 
-    def __init__(self, fds: tuple[int, int, int], output_limit: int) -> None:
-        out_r, err_r, res_r = fds
-        self.result_fd = res_r
-        self.kinds = {out_r: FRAME_STDOUT, err_r: FRAME_STDERR, res_r: FRAME_RECORDS}
-        self.limits = {out_r: output_limit, err_r: output_limit, res_r: RESULT_CHANNEL_LIMIT}
-        self.sent = {out_r: 0, err_r: 0, res_r: 0}
+    def __init__(self, fds: tuple[int, ...], output_limit: int, kind: bytes = b"") -> None:
+        if kind:
+            self.result_fd = fds[0]
+            self.kinds, self.limits = {fds[0]: kind}, {fds[0]: output_limit}
+        else:
+            out_r, err_r, res_r = fds
+            self.result_fd = res_r
+            self.kinds = {out_r: FRAME_STDOUT, err_r: FRAME_STDERR, res_r: FRAME_RECORDS}
+            self.limits = {out_r: output_limit, err_r: output_limit, res_r: RESULT_CHANNEL_LIMIT}
+        self.sent = dict.fromkeys(fds, 0)
         self.open_fds = set(fds)
 
     def within_cap(self, fd: int) -> bool:
@@ -161,6 +175,7 @@ class _RunHost:
     command: int
     status: int
     outputs: tuple[int, int, int]  # read ends of the programs' stdout, stderr, result channel
+    descriptors: socket.socket  # passes a program's checker pipes to the host
     exit: RunSummary | None = None  # how the host ended, once it was reaped
 
     def read_status(self) -> HostStatus | None:
@@ -170,6 +185,93 @@ class _RunHost:
     def close(self) -> None:
         for fd in (self.pidfd, self.command, self.status, *self.outputs):
             os.close(fd)
+        self.descriptors.close()
+
+
+class _Checker:
+    """The trusted checker of one assert-mode run: its process and the three pipes.
+
+    ``program_ends`` (the read end of the calls, the write end of the replies) go to the
+    program's child and are closed here once handed over; the checker holds the other ends and
+    the write end of its verdict pipe, whose read end stays here.
+    """
+
+    def __init__(self) -> None:
+        calls_r, calls_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        verdict_r, verdict_w = os.pipe()
+        os.set_blocking(verdict_r, False)
+        self.program_ends: tuple[int, int] = (calls_r, replies_w)
+        self.checker_ends: tuple[int, int, int] = (calls_w, replies_r, verdict_w)
+        self.verdict_fd = verdict_r
+        self.pid = -1
+        self.pidfd = -1
+        self.exit: tuple[int, float] | None = None  # wait status and CPU, once reaped
+        self._open = {calls_r, calls_w, replies_r, replies_w, verdict_r, verdict_w}
+
+    def _close(self, fds: tuple[int, ...]) -> None:
+        for fd in fds:
+            if fd in self._open:
+                self._open.discard(fd)
+                os.close(fd)
+
+    def close_program_ends(self) -> None:
+        self._close(self.program_ends)
+
+    def close_checker_ends(self) -> None:
+        self._close(self.checker_ends)
+
+    def close(self) -> None:
+        """Stop the checker if it still runs, reap it, close every descriptor left."""
+        if self.pid > 0:
+            self.kill()
+            self.wait()
+            self.pid = -1
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+        self._close(tuple(self._open))
+
+    def kill(self) -> None:
+        if self.exit is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def reaped(self, status: int, cpu: float) -> None:
+        """It was reaped with the run's stragglers (rlimits-only mode)."""
+        self.exit = (status, cpu)
+
+    def wait(self) -> tuple[int, float]:
+        """Reap it (once): its wait status and CPU seconds."""
+        if self.exit is None:
+            _, status, usage = os.wait4(self.pid, 0)
+            self.exit = (status, usage.ru_utime + usage.ru_stime)
+        return self.exit
+
+
+def _checker_process(checker: _Checker, trusted: bytes, cpu_limit: float) -> NoReturn:
+    """The forked checker: only its own pipes, its own CPU limit, then the test."""
+    try:
+        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        keep = checker.checker_ends
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)  # the test's prints go nowhere
+        for fd in range(3, max(keep)):
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        os.closerange(max(keep) + 1, 1 << 16)
+        seconds = max(1, math.ceil(cpu_limit))
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except BaseException:
+        os._exit(SETUP_FAILURE_EXIT)
+    checker_main(trusted, checker.checker_ends)
 
 
 def _wait_exit(pid: int) -> RunSummary:
@@ -178,14 +280,18 @@ def _wait_exit(pid: int) -> RunSummary:
     return {"status": status, "cpu": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss}
 
 
-def _children_cpu_seconds(pid: int) -> float:
-    """CPU time of ``pid``'s children (each with the children it reaped)."""
+def _children(pid: int) -> set[int]:
+    """The children of ``pid`` (its main thread's), as /proc lists them."""
     try:
         with open(f"/proc/{pid}/task/{pid}/children", "rb") as handle:
-            children = handle.read().split()
+            return {int(child) for child in handle.read().split()}
     except OSError:
-        return 0.0
-    return sum(_process_cpu_seconds(int(child)) for child in children)
+        return set()
+
+
+def _children_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid``'s children (each with the children it reaped)."""
+    return sum(_process_cpu_seconds(child) for child in _children(pid))
 
 
 class Worker:
@@ -208,6 +314,8 @@ class Worker:
         # Namespaced runs go to a warm run host unless the pool asked for fresh namespaces.
         self.warm_host = self.isolated and bool(config.get("warm_host", True))
         self.host: _RunHost | None = None
+        self.host_error = ""  # why the last host start failed
+        self.checker: _Checker | None = None  # the current run's trusted checker
 
     # -- framing ---------------------------------------------------------------------------
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
@@ -245,14 +353,84 @@ class Worker:
                 wipe(self.body, body_len)
                 wipe(self.chunk, self.chunk_used)
                 self.chunk_used = 0
+            summary["host_pid"] = self.start_idle_host()
             self.send(FRAME_END, json.dumps(summary).encode())
 
-    def run_one(self, header: RunHeader, body_len: int) -> RunSummary:
-        if self.warm_host:
-            return self.run_in_host(header, memoryview(self.body)[:body_len])
-        return self.run_fresh(header, body_len)
+    def start_idle_host(self) -> int | None:
+        """Start a run host if the next run needs one and there is none; its pid.
 
-    def run_fresh(self, header: RunHeader, body_len: int) -> RunSummary:
+        Called only between runs, while every buffer is wiped: a host (and each program it
+        forks) then holds no byte of any request.
+        """
+        if self.warm_host and self.host is None:
+            try:
+                self.host = self._start_host()
+            except Exception as error:  # reported with the next run, which then has no host
+                self.host_error = f"{type(error).__name__}: {error}"
+        return self.host.pid if self.host is not None else None
+
+    def run_one(self, header: RunHeader, body_len: int) -> RunSummary:
+        """One run; in assert mode with its trusted checker beside it."""
+        deadline = time.monotonic() + float(header["wall"])
+        trusted = int(header.get("trusted") or 0)
+        program_len = body_len - trusted
+        checker: _Checker | None = None
+        try:
+            if trusted:
+                checker = self.checker = self._start_checker(header, program_len, body_len)
+            if self.warm_host:
+                summary = self.run_in_host(header, program_len, checker)
+            else:
+                summary = self.run_fresh(header, program_len, checker)
+            if checker is not None:
+                summary["checker"] = self._finish_checker(checker, summary, deadline)
+            return summary
+        finally:
+            self.checker = None
+            if checker is not None:
+                checker.close()
+
+    def _start_checker(self, header: RunHeader, program_len: int, body_len: int) -> _Checker:
+        """Fork the trusted checker (from this process: it holds the trusted part)."""
+        checker = _Checker()
+        try:
+            pid = os.fork()
+            if pid == 0:
+                trusted = bytes(memoryview(self.body)[program_len:body_len])
+                _checker_process(checker, trusted, float(header.get("check_cpu") or header["cpu"]))
+            checker.pid = pid
+            checker.pidfd = os.pidfd_open(pid)
+        finally:
+            checker.close_checker_ends()
+        return checker
+
+    def _finish_checker(
+        self, checker: _Checker, summary: RunSummary, deadline: float
+    ) -> CheckerExit:
+        """Wait for the checker (at once stopped when the program's run was stopped), relay its
+        verdict, and say how it ended."""
+        killed = summary.get("killed") is not None or bool(summary.get("harness_error"))
+        if not killed and checker.exit is None:
+            poller = select.poll()
+            poller.register(checker.pidfd, select.POLLIN)
+            poller.register(self.request_fd, select.POLLHUP)
+            wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
+            events = poller.poll(wait_ms)
+            killed = not any(fd == checker.pidfd for fd, _ in events)
+        if killed:
+            checker.kill()
+        status, cpu = checker.wait()
+        checker.pid = -1
+        streams = _Streams((checker.verdict_fd,), VERDICT_LIMIT, FRAME_VERDICT)
+        while (
+            streams.within_cap(checker.verdict_fd) and self._relay(checker.verdict_fd, streams) > 0
+        ):
+            pass
+        return {"status": status, "cpu": cpu, "killed": killed}
+
+    def run_fresh(
+        self, header: RunHeader, program_len: int, checker: _Checker | None = None
+    ) -> RunSummary:
         """One run in a fresh clone (PID 1 of new namespaces when isolated)."""
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -278,14 +456,17 @@ class Worker:
             # it starts dies with it; this process only supervises and relays.
             child = sc.clone_process(flags)
             if child == 0:
-                run_program(
-                    self.context,
-                    header,
-                    bytes(memoryview(self.body)[:body_len]),
-                    (out_w, err_w, res_w),
-                )
+                # The clone holds the whole request (also what only the checker may read):
+                # keep the program's part, wipe the rest before any program code runs.
+                program = bytes(memoryview(self.body)[:program_len])
+                wipe(self.body)
+                wipe(self.chunk)
+                proxy_fds = checker.program_ends if checker is not None else None
+                run_program(self.context, header, program, (out_w, err_w, res_w), False, proxy_fds)
             for fd in (out_w, err_w, res_w):
                 os.close(fd)
+            if checker is not None:
+                checker.close_program_ends()
             out_w = err_w = res_w = -1
             pidfd = os.pidfd_open(child)
             cpu_used = self._cpu_meter(cpu_base, lambda: _process_cpu_seconds(child))
@@ -302,17 +483,25 @@ class Worker:
             self._clean_up_run(child, (out_r, err_r, res_r, out_w, err_w, res_w, pidfd), scratch)
 
     # -- runs in the warm run host -----------------------------------------------------------
-    def run_in_host(self, header: RunHeader, body: memoryview) -> RunSummary:
-        """One run in the warm run host, started on first use and replaced after any stop."""
-        # Measured from before a host starts: its start is part of the run it serves first.
+    def run_in_host(
+        self, header: RunHeader, program_len: int, checker: _Checker | None = None
+    ) -> RunSummary:
+        """One run in the warm run host (started between runs, replaced after any stop)."""
+        host = self.host
+        if host is None:
+            raise RuntimeError(f"the run host could not start: {self.host_error}")
         cpu_base, oom_base = self._prepare_cgroups(header)
-        host = self.host if self.host is not None else self._start_host()
-        self.host = host
         started = time.monotonic()
+        body = memoryview(self.body)[:program_len]
         try:
             write_all(host.command, *frame_request(header, body))
-        except BrokenPipeError:
+            if checker is not None:
+                socket.send_fds(host.descriptors, [b"F"], list(checker.program_ends))
+        except (BrokenPipeError, ConnectionError):
             pass  # the host died while starting: its exit status and setup record say why
+        finally:
+            if checker is not None:
+                checker.close_program_ends()
         cpu_used = self._cpu_meter(cpu_base, lambda: _children_cpu_seconds(host.pid))
         streams = _Streams(host.outputs, header["out"])
         watch = self._watch(header, cpu_used, (host.status, host.pidfd), streams, started)
@@ -321,7 +510,8 @@ class Worker:
             summary["cpu"] = cpu_used()
             summary["oom_kills"] = self.cgroups.oom_kills() - oom_base
         summary["wall"] = time.monotonic() - started
-        summary["host_pid"] = self.host.pid if self.host is not None else None
+        if header.get("dedicated"):
+            self._discard_host()  # a dedicated run's host serves no other program
         return summary
 
     def _start_host(self) -> _RunHost:
@@ -334,21 +524,26 @@ class Worker:
         os.set_blocking(status_r, False)
         host_ends = (command_r, status_w, *(write_end for _, write_end in outputs))
         worker_ends = (command_w, status_r, *(read_end for read_end, _ in outputs))
+        worker_socket, host_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             pid = sc.clone_process(HOST_CLONE_FLAGS)
             if pid == 0:
                 for fd in (*worker_ends, self.request_fd, self.reply_fd):
                     os.close(fd)
-                host_main(self.context, HostPipes(command_r, status_w, host_ends[2:]))  # type: ignore[arg-type]
+                worker_socket.close()
+                pipes = HostPipes(command_r, status_w, host_ends[2:], host_socket)  # type: ignore[arg-type]
+                host_main(self.context, pipes)
             pidfd = os.pidfd_open(pid)
         except BaseException:
             for fd in worker_ends:
                 os.close(fd)
+            worker_socket.close()
             raise
         finally:
             for fd in host_ends:
                 os.close(fd)
-        return _RunHost(pid, pidfd, command_w, status_r, worker_ends[2:])  # type: ignore[arg-type]
+            host_socket.close()
+        return _RunHost(pid, pidfd, command_w, status_r, worker_ends[2:], worker_socket)  # type: ignore[arg-type]
 
     def _finish_host_run(
         self, host: _RunHost, header: RunHeader, watch: _Watch, streams: _Streams
@@ -428,20 +623,26 @@ class Worker:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def _reap_stragglers(self, child: int) -> None:
-        """Rlimits-only mode: kill what the program left behind (its group, its cgroup)."""
+        """Rlimits-only mode: kill what the program left behind (its group, its cgroup), and
+        reap it; the run's checker, also a child of this process, is reaped only once it ends."""
         try:
             os.killpg(child, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         if self.cgroups is not None:
             self.cgroups.kill_all(exclude=child)
+        checker = self.checker
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:  # orphans were re-parented to this subreaper
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
-            if pid == 0:
+            if checker is not None and pid == checker.pid:
+                checker.reaped(status, usage.ru_utime + usage.ru_stime)
+            elif pid == 0:
+                if checker is not None and _children(os.getpid()) <= {checker.pid}:
+                    return  # only the checker is left: it ends by itself
                 time.sleep(0.001)
 
     def _reap(self, pid: int) -> RunSummary:
@@ -603,6 +804,7 @@ def main(argv: list[str]) -> int:
         # (and copy) the pages they live on.
         gc.collect()
         gc.freeze()
+        ready["host_pid"] = worker.start_idle_host()
     except Exception as error:
         ready["error"] = f"{type(error).__name__}: {error}"
     worker.send(FRAME_READY, json.dumps(ready).encode())

@@ -2,8 +2,10 @@
 
 Nothing the program can print, exit with or leave out turns into a pass: in call mode every
 call must have returned a value that compares equal (here, outside the sandbox) to its expected
-value; in stdin/stdout mode the whole output must match; only assert mode trusts a record from
-inside the sandbox, and such results carry ``forgeable=True``.
+value; in assert mode the test ran in the trusted checker process and its verdict came on a
+channel the program cannot reach; in stdin/stdout mode the whole output must match. Only the
+opt-in ``assert_in_sandbox`` mode trusts a record from inside the sandbox, and such results
+carry ``forgeable=True``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from corrgrpo.sandbox.protocol import CALL_TIMEOUT_ERROR, SETUP_FAILURE_EXIT, Record, RunSummary
+from corrgrpo.sandbox.protocol import (
+    CALL_TIMEOUT_ERROR,
+    LENGTH,
+    SETUP_FAILURE_EXIT,
+    CheckerVerdict,
+    Record,
+    RunSummary,
+)
 from corrgrpo.sandbox.requests import (
     DETAIL_LIMIT,
     CallOutcome,
@@ -43,6 +52,7 @@ class RawRun:
     records: bytes
     summary: RunSummary
     isolated: bool
+    verdict: bytes = b""  # the trusted checker's verdict message (assert mode)
 
 
 def _parse_records(raw: bytes) -> list[Record]:
@@ -156,6 +166,8 @@ def judge(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
     if request.mode == "calls":
         return _judge_calls(result, request)
     if request.mode == "assert":
+        return _judge_checked(result, request, raw)
+    if request.mode == "assert_in_sandbox":
         return _judge_assert(result, records)
     return _judge_stdio(result, records, request)
 
@@ -169,7 +181,7 @@ def _base_result(request: ExecutionRequest, raw: RawRun) -> ExecutionResult:
         stderr=raw.stderr.decode("utf-8", "replace"),
         cpu_time_s=float(summary.get("cpu") or 0.0),
         wall_time_s=float(summary.get("wall") or 0.0),
-        forgeable=request.mode == "assert",
+        forgeable=request.mode == "assert_in_sandbox",
         isolated=raw.isolated,
         tag=request.tag,
     )
@@ -204,6 +216,9 @@ def _cpu_breakdown(records: list[Record], summary: RunSummary) -> dict[str, floa
     worker = summary.get("worker_cpu")
     if isinstance(worker, (int, float)):
         breakdown["worker"] = float(worker)
+    checker = (summary.get("checker") or {}).get("cpu")
+    if isinstance(checker, (int, float)):
+        breakdown["checker"] = float(checker)  # the trusted test process (assert mode)
     return breakdown
 
 
@@ -289,6 +304,77 @@ def _judge_assert(result: ExecutionResult, records: list[Record]) -> ExecutionRe
     if verdicts[0].get("ok") == 1:
         return _finish(result, "passed", "check() passed (forgeable: judged inside the sandbox)")
     return _finish(result, "wrong_answer", f"assertion failed: {verdicts[0].get('m', '')}")
+
+
+def parse_verdict(raw: bytes) -> CheckerVerdict | None:
+    """The checker's verdict message (``u32 length, JSON``), or None when there is none."""
+    if len(raw) < LENGTH.size or len(raw) != LENGTH.size + LENGTH.unpack(raw[: LENGTH.size])[0]:
+        return None
+    try:
+        verdict = json.loads(raw[LENGTH.size :])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("how"), str):
+        return None
+    checked: CheckerVerdict = verdict  # type: ignore[assignment]  # a dict with a kind
+    return checked
+
+
+def _checker_stopped(request: ExecutionRequest, raw: RawRun) -> str | None:
+    """Why the checker gave no verdict of its own: stopped at the deadline, or its CPU limit."""
+    exit_info = raw.summary.get("checker") or {}
+    if exit_info.get("killed"):
+        return f"the test did not finish within the {request.wall_limit:g} s wall-clock backstop"
+    status = exit_info.get("status")
+    if isinstance(status, int) and os.WIFSIGNALED(status):
+        if os.WTERMSIG(status) == signal.SIGXCPU:
+            limit = request.assert_cpu_limit_s or request.cpu_time_limit_s
+            return f"the test code ran past its own CPU limit ({limit:g} s)"
+    return None
+
+
+_CALL_STATUS: dict[str, Status] = {CALL_TIMEOUT_ERROR: "timeout", "MemoryError": "memory"}
+
+
+def _judge_checked(
+    result: ExecutionResult, request: ExecutionRequest, raw: RawRun
+) -> ExecutionResult:
+    """Assert mode: the verdict of ``check(candidate)`` as the trusted checker saw it."""
+    verdict = parse_verdict(raw.verdict)
+    if verdict is None:
+        stopped = _checker_stopped(request, raw)
+        if stopped is not None:
+            return _finish(result, "timeout", stopped)
+        return _finish(result, "harness_error", "the trusted checker reported no verdict")
+    result.test_calls = int(verdict.get("calls") or 0)
+    slowest = verdict.get("slowest")
+    if result.test_calls and isinstance(slowest, (int, float)):
+        result.slowest_call_cpu_s = float(slowest)
+    how, name, text = verdict["how"], str(verdict.get("e", "")), str(verdict.get("m", ""))
+    if how == "passed":
+        return _finish(result, "passed", f"check() passed ({result.test_calls} calls)")
+    if how == "assertion":
+        return _finish(result, "wrong_answer", f"assertion failed: {text}")
+    if how == "candidate":
+        status = _CALL_STATUS.get(name, "runtime_error")
+        return _finish(result, status, f"call {verdict.get('call')}: {name}: {text}")
+    if how == "program_ended":
+        return _finish(
+            result,
+            "runtime_error",
+            f"the program stopped serving calls during the test ({_exit_words(result)})",
+        )
+    if how == "protocol":
+        return _finish(result, "runtime_error", f"the program wrote on its reply channel: {text}")
+    if how == "test_error":
+        return _finish(result, "runtime_error", f"test: {name}: {text}")
+    if how == "unsupported":
+        return _finish(
+            result,
+            "harness_error",
+            f"{text}; run such tests with assert_in_sandbox=True (forgeable)",
+        )
+    return _finish(result, "harness_error", f"the test code does not run: {name}: {text}")
 
 
 def _judge_stdio(

@@ -36,10 +36,12 @@ from corrgrpo.sandbox.protocol import (
     FRAME_RECORDS,
     FRAME_STDERR,
     FRAME_STDOUT,
+    FRAME_VERDICT,
     Ready,
     RunBody,
     RunHeader,
     RunSummary,
+    TrustedBody,
     WorkerConfig,
     frame_request,
 )
@@ -157,6 +159,7 @@ class _WorkerProcess:
                 f"sandbox worker failed to start ({self.isolation}): {ready['error']}"
             )
         self.isolated = bool(ready.get("isolated"))
+        self.host_pid = ready.get("host_pid")
 
     def _read_exact(self, size: int, deadline: float) -> bytes:
         """``size`` bytes from the reply pipe; read in big pieces, so that the frames of one
@@ -181,32 +184,15 @@ class _WorkerProcess:
         return kind, self._read_exact(size, deadline)
 
     def execute(self, request: ExecutionRequest) -> RawRun:
-        header: RunHeader = {
-            "cpu": float(request.cpu_time_limit_s),
-            "wall": request.wall_limit,
-            "mem": int(request.memory_limit_bytes),
-            "out": int(request.output_limit_bytes),
-            "fsize": int(request.file_size_limit_bytes),
-            "nofile": int(request.open_files_limit),
-            "nproc": int(request.processes_limit),
-        }
-        body: RunBody = {
-            "mode": request.mode,
-            "program": request.program,
-            "entry_point": request.entry_point,
-        }
-        if request.calls is not None:
-            body["calls"] = [
-                (test.call, test.adapter, request.call_limit(test)) for test in request.calls
-            ]
-        if request.assert_test is not None:
-            body["assert_test"] = request.assert_test
-        if request.mode == "stdio":
-            body["stdin"] = request.stdin or ""
-        body_raw = json.dumps(body).encode("utf-8", "surrogatepass")
+        header, body_raw = request_message(request)
         message = b"".join(frame_request(header, body_raw))
         deadline = time.monotonic() + request.wall_limit + _REPLY_GRACE_S
-        streams = {FRAME_STDOUT: bytearray(), FRAME_STDERR: bytearray(), FRAME_RECORDS: bytearray()}
+        streams = {
+            FRAME_STDOUT: bytearray(),
+            FRAME_STDERR: bytearray(),
+            FRAME_RECORDS: bytearray(),
+            FRAME_VERDICT: bytearray(),
+        }
         writer = None
         if len(message) <= _PIPE_SAFE_BYTES:
             self._send(message)  # fits in the pipe buffer: cannot block
@@ -228,6 +214,7 @@ class _WorkerProcess:
                     bytes(streams[FRAME_RECORDS]),
                     summary,
                     self.isolated,
+                    bytes(streams[FRAME_VERDICT]),
                 )
 
     def _send(self, message: bytes) -> None:
@@ -266,6 +253,50 @@ class _WorkerProcess:
         self._stop()
         remove_worker_cgroups(self.cgroups)
         self.cgroups = None
+
+
+def request_message(request: ExecutionRequest) -> tuple[RunHeader, bytes]:
+    """The header and body a worker gets for ``request``. In assert mode the body ends with
+    the :class:`TrustedBody` (``header["trusted"]`` bytes) that only the checker reads."""
+    header: RunHeader = {
+        "cpu": float(request.cpu_time_limit_s),
+        "wall": request.wall_limit,
+        "mem": int(request.memory_limit_bytes),
+        "out": int(request.output_limit_bytes),
+        "fsize": int(request.file_size_limit_bytes),
+        "nofile": int(request.open_files_limit),
+        "nproc": int(request.processes_limit),
+    }
+    if request.dedicated_host:
+        header["dedicated"] = True
+    body: RunBody = {
+        "mode": "stdio",
+        "program": request.program,
+        "entry_point": request.entry_point,
+    }
+    trusted_raw = b""
+    if request.mode == "calls":
+        body["mode"] = "calls"
+        body["calls"] = [
+            (test.call, test.adapter, request.call_limit(test)) for test in request.calls or []
+        ]
+    elif request.mode == "assert":
+        body["mode"] = "serve"
+        body["call_cpu"] = request.call_cpu_limit_s
+        trusted: TrustedBody = {
+            "test": request.assert_test or "",
+            "setup": request.assert_setup,
+            "entry_point": request.entry_point or "",
+        }
+        trusted_raw = json.dumps(trusted).encode("utf-8", "surrogatepass")
+        header["trusted"] = len(trusted_raw)
+        header["check_cpu"] = float(request.assert_cpu_limit_s or request.cpu_time_limit_s)
+    elif request.mode == "assert_in_sandbox":
+        body["mode"] = "assert"
+        body["assert_test"] = request.assert_test or ""
+    else:
+        body["stdin"] = request.stdin or ""
+    return header, json.dumps(body).encode("utf-8", "surrogatepass") + trusted_raw
 
 
 def namespaces_available(user_namespace: bool | None = None) -> bool:

@@ -4,13 +4,21 @@ Everything crosses a pipe as JSON, so these are ``TypedDict`` s: the same key na
 on both sides by the type checker, and a misspelled key fails there instead of at run time.
 
 Pool -> worker (one run): :class:`RunHeader` (limits, read by the worker) and :class:`RunBody`
-(the program and its tests, read only by the sandboxed child). Worker -> pool: output frames,
-then one :class:`RunSummary`. Child -> judge (through the worker): :class:`Record` lines.
+(the program and, in call mode, its call expressions; read only by the sandboxed child),
+followed in assert mode by a :class:`TrustedBody` (the test code, read only by the trusted
+checker process, never by the sandboxed child). Worker -> pool: output frames, then one
+:class:`RunSummary`. Child -> judge (through the worker): :class:`Record` lines. Checker ->
+judge (through the worker): one :class:`CheckerVerdict`.
+
+In assert mode the sandboxed child serves calls: the checker writes :data:`LENGTH`-prefixed
+:class:`ProxyCall` messages on the child's descriptor :data:`PROXY_CALLS_FD` and reads
+:class:`ProxyReply` messages from :data:`PROXY_REPLIES_FD`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import struct
 from typing import Any, Literal, TypedDict
 
@@ -22,8 +30,16 @@ FRAME_STDOUT = b"O"
 FRAME_STDERR = b"E"
 FRAME_RECORDS = b"R"
 FRAME_END = b"X"
+FRAME_VERDICT = b"V"  # the trusted checker's verdict (assert mode)
 
-Mode = Literal["calls", "assert", "stdio"]
+# What the sandboxed child does: run call expressions, serve the checker's calls, run
+# ``check(candidate)`` itself (forgeable), or run a stdin/stdout program.
+Mode = Literal["calls", "serve", "assert", "stdio"]
+# The child's ends of the checker's channels in ``serve`` mode.
+PROXY_CALLS_FD = 4
+PROXY_REPLIES_FD = 5
+# Largest message on the proxy channels (a reply beyond it is the call's error).
+PROXY_MESSAGE_LIMIT = 64 << 20
 KillReason = Literal["cpu", "wall", "output", "result_size", "pool_gone"]
 # The name of the exception the harness raises in a call that runs past its CPU limit.
 CALL_TIMEOUT_ERROR = "CallTimeLimitExceeded"
@@ -52,6 +68,7 @@ class Ready(TypedDict, total=False):
     isolated: bool
     user_namespace: bool
     pid: int
+    host_pid: int | None  # the idle run host it started (warm hosts)
     error: str
 
 
@@ -66,6 +83,9 @@ class RunHeader(TypedDict, total=False):
     nofile: int
     nproc: int
     scratch: str  # rlimits-only mode: the run's working directory on the host
+    trusted: int  # bytes at the end of the body that only the checker reads (assert mode)
+    check_cpu: float  # CPU seconds of the checker process (assert mode)
+    dedicated: bool  # run on a host started for this run and stopped after it
 
 
 # One call in the body: [expression source, adapter or None, CPU limit in seconds or None].
@@ -79,8 +99,57 @@ class RunBody(TypedDict, total=False):
     program: str
     entry_point: str | None
     calls: list[CallSpec]
-    assert_test: str
+    assert_test: str  # only in the forgeable in-sandbox assert mode
     stdin: str
+    call_cpu: float | None  # serve mode: CPU limit of each served call
+
+
+class TrustedBody(TypedDict):
+    """What the trusted checker runs: ``setup`` (trusted helpers the test may use, such as a
+    HumanEval prompt's other functions), then ``test`` (defines ``check(candidate)``)."""
+
+    test: str
+    setup: str
+    entry_point: str
+
+
+class ProxyCall(TypedDict):
+    """Checker -> child: call the entry point with these (tagged) arguments."""
+
+    i: int
+    a: Any  # tagged list of positional arguments
+    kw: Any  # tagged dict of keyword arguments
+
+
+class ProxyReply(TypedDict, total=False):
+    """Child -> checker: the call's tagged value (``ok`` 1) or its exception (``ok`` 0)."""
+
+    i: int
+    ok: int
+    v: Any
+    e: str
+    m: str
+    t: float
+
+
+class CheckerVerdict(TypedDict, total=False):
+    """How ``check(candidate)`` ended on the trusted side.
+
+    ``how``: ``passed``; ``assertion`` (an assertion failed); ``candidate`` (a call raised in
+    the program and the test did not catch it: ``e``/``m`` are the program's exception);
+    ``program_ended`` (the program stopped serving calls); ``protocol`` (the program wrote
+    something else than a reply on its reply channel); ``test_error`` (the test code raised);
+    ``unsupported`` (the test passes something a proxy cannot send); ``setup_error`` (the test
+    code does not run at all). ``calls``: calls made; ``slowest``: the slowest call's CPU
+    seconds as the program measured it.
+    """
+
+    how: str
+    e: str
+    m: str
+    call: int
+    calls: int
+    slowest: float
 
 
 class Record(TypedDict, total=False):
@@ -103,6 +172,14 @@ class Record(TypedDict, total=False):
     p: dict[str, float]
 
 
+class CheckerExit(TypedDict, total=False):
+    """The worker's account of the checker process (its verdict travels as its own frame)."""
+
+    status: int  # wait status
+    cpu: float
+    killed: bool  # stopped by the worker (the run ended or the wall deadline passed)
+
+
 class RunSummary(TypedDict, total=False):
     """The worker's account of one run (the ``X`` frame)."""
 
@@ -116,7 +193,46 @@ class RunSummary(TypedDict, total=False):
     worker_cpu: float  # the worker's own CPU seconds for this run (clone, supervision, relay)
     host_pid: int | None  # the warm run host kept for the next run (not a process of this run)
     host_reset_cpu: float  # the host's CPU seconds for returning its namespaces to a fresh state
+    checker: CheckerExit  # assert mode: how the trusted checker process ended
     harness_error: str
+
+
+class MessageReader:
+    """Reads :data:`LENGTH`-prefixed messages from a pipe, many per read when they wait there
+    (one system call per message in a round trip, not two)."""
+
+    def __init__(self, fd: int, limit: int = PROXY_MESSAGE_LIMIT) -> None:
+        self.fd, self.limit = fd, limit
+        self.pending = bytearray()
+
+    def _fill(self, size: int) -> bool:
+        while len(self.pending) < size:
+            piece = os.read(self.fd, max(1 << 16, size - len(self.pending)))
+            if not piece:
+                return False
+            self.pending += piece
+        return True
+
+    def read(self) -> bytes | None:
+        """The next message; None at the end of the pipe. ``ValueError`` when a message
+        announces more than ``limit`` bytes."""
+        if not self._fill(LENGTH.size):
+            return None
+        size = LENGTH.unpack_from(self.pending)[0]
+        if size > self.limit:
+            raise ValueError(f"a message of {size} bytes is over the limit of {self.limit}")
+        if not self._fill(LENGTH.size + size):
+            return None
+        message = bytes(self.pending[LENGTH.size : LENGTH.size + size])
+        del self.pending[: LENGTH.size + size]
+        return message
+
+
+def write_message(fd: int, raw: bytes) -> None:
+    """One :data:`LENGTH`-prefixed message, in one write when the pipe has room."""
+    view = memoryview(LENGTH.pack(len(raw)) + raw)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def frame_request(header: RunHeader, body: bytes | memoryview) -> list[bytes | memoryview]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from corrgrpo.sandbox.protocol import Mode
-
 Status = Literal[
     "passed",
     "wrong_answer",
@@ -19,6 +17,9 @@ Status = Literal[
     "harness_error",
 ]
 STATUSES: tuple[str, ...] = get_args(Status)
+# How a request is tested: call tests judged outside; an assert test run on the trusted side
+# against a proxy; an assert test run inside the sandbox (forgeable); stdin/stdout.
+RequestMode = Literal["calls", "assert", "assert_in_sandbox", "stdio"]
 Comparison = Literal["eq", "is", "truthy", "falsy", "close", "same_items"]
 COMPARISONS: tuple[str, ...] = get_args(Comparison)
 ADAPTERS: tuple[str, ...] = ("linked_list", "binary_tree")
@@ -103,9 +104,18 @@ class ExecutionRequest:
     """One program to run. Exactly one test mode must be given:
 
     - ``calls`` (with ``entry_point``): function-call tests judged on the trusted side;
-    - ``assert_test`` (with ``entry_point``): source defining ``check(candidate)``, run inside the
-      sandbox; its verdict is reported as ``forgeable`` (the program can fake it);
+    - ``assert_test`` (with ``entry_point``): source defining ``check(candidate)``. It runs in a
+      trusted checker process outside the sandbox, after ``assert_setup`` (trusted helpers the
+      test uses, e.g. a HumanEval prompt; the entry point's own stub in it is skipped), with
+      ``candidate`` a proxy whose calls run in the sandbox and return decoded plain values.
+      The program never sees the test. ``assert_cpu_limit_s`` caps the checker's own CPU
+      (default: ``cpu_time_limit_s``). With ``assert_in_sandbox=True`` the test runs inside the
+      sandbox next to the program instead (for tests a proxy cannot serve, such as ones that
+      inspect the function object); that verdict is ``forgeable``: the program can fake it;
     - ``expected_stdout`` (optionally ``stdin``): a stdin/stdout program judged on its full output.
+
+    ``dedicated_host``: run on a run host that serves no other program (for trusted programs
+    such as reference solutions, so that no byte of them is ever near a candidate).
 
     ``program`` is the complete source (preamble + candidate code). Limits: CPU seconds for the
     whole run (the verdict), per call in call mode (``call_cpu_limit_s``, or each test's own
@@ -130,15 +140,19 @@ class ExecutionRequest:
     processes_limit: int = DEFAULT_PROCESSES
     float_rel_tol: float = 0.0
     float_abs_tol: float = 0.0
+    assert_setup: str = ""
+    assert_in_sandbox: bool = False
+    assert_cpu_limit_s: float | None = None
+    dedicated_host: bool = False
     tag: Any = None
 
     @property
-    def mode(self) -> Mode:
-        """``calls``, ``assert`` or ``stdio``."""
+    def mode(self) -> RequestMode:
+        """``calls``, ``assert``, ``assert_in_sandbox`` or ``stdio``."""
         if self.calls is not None:
             return "calls"
         if self.assert_test is not None:
-            return "assert"
+            return "assert_in_sandbox" if self.assert_in_sandbox else "assert"
         return "stdio"
 
     def validate(self) -> None:
@@ -154,7 +168,7 @@ class ExecutionRequest:
             raise ValueError("give exactly one of calls, assert_test or expected_stdout")
         if self.stdin is not None and self.expected_stdout is None:
             raise ValueError("stdin is only used with expected_stdout (stdin/stdout mode)")
-        if self.mode in ("calls", "assert") and not (
+        if self.mode in ("calls", "assert", "assert_in_sandbox") and not (
             isinstance(self.entry_point, str) and self.entry_point.strip()
         ):
             raise ValueError(f"{self.mode} mode needs entry_point, e.g. 'Solution().twoSum'")
@@ -166,6 +180,9 @@ class ExecutionRequest:
         if not (self.cpu_time_limit_s > 0):
             raise ValueError(f"cpu_time_limit_s must be > 0, got {self.cpu_time_limit_s}")
         _check_optional_limit("call_cpu_limit_s", self.call_cpu_limit_s)
+        _check_optional_limit("assert_cpu_limit_s", self.assert_cpu_limit_s)
+        if not isinstance(self.assert_setup, str):
+            raise TypeError(f"assert_setup must be str, got {type(self.assert_setup).__name__}")
         if self.wall_time_limit_s is not None and not (self.wall_time_limit_s > 0):
             raise ValueError(f"wall_time_limit_s must be > 0, got {self.wall_time_limit_s}")
         for name in (
@@ -224,7 +241,8 @@ class ExecutionResult:
     ``status`` is decided on the trusted side. ``runtime_ok`` is the paper's runtime condition
     (finished with every test passing or only wrong answers: no exception, timeout or memory
     error). ``cpu_time_s`` is the kernel's account of the sandboxed process (user + system).
-    ``forgeable`` marks verdicts the program could have faked (assert mode); ``isolated`` is
+    ``forgeable`` marks verdicts the program could have faked (``assert_in_sandbox``);
+    ``isolated`` is
     False when the run had rlimits only (no namespaces). ``detail`` says why in words (what
     crashed, timed out, was killed for memory, why the harness failed), at most
     :data:`DETAIL_LIMIT` characters.
@@ -248,6 +266,9 @@ class ExecutionResult:
     # ``body``, ``mounts``, ``limits``, ``privileges``, ``reset``), ``program`` (running the program and
     # its tests) and ``worker`` (the zygote's own work for this run). Informational only.
     cpu_breakdown_s: dict[str, float] = field(default_factory=dict)
+    # assert mode: calls the trusted test made, and the slowest one's CPU seconds
+    test_calls: int = 0
+    slowest_call_cpu_s: float | None = None
 
     def __post_init__(self) -> None:
         self.detail = self.detail[:DETAIL_LIMIT]
@@ -270,7 +291,9 @@ class ExecutionResult:
         return sum(outcome.passed for outcome in self.calls)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly summary (values as ``repr`` text)."""
+        """JSON-friendly summary (values as capped ``repr``-like text, see ``safe_repr``)."""
+        from corrgrpo.sandbox.values import safe_repr  # a returned value may defeat ``repr``
+
         return {
             "status": self.status,
             "mode": self.mode,
@@ -281,7 +304,7 @@ class ExecutionResult:
                     "call": outcome.call,
                     "status": outcome.status,
                     "passed": outcome.passed,
-                    "value": repr(outcome.value) if outcome.returned else None,
+                    "value": safe_repr(outcome.value) if outcome.returned else None,
                     "error": outcome.error_type,
                     "message": outcome.error_message,
                     "cpu_time_s": outcome.cpu_time_s,

@@ -24,6 +24,7 @@ to allow a tolerance.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 MAX_DEPTH = 100
@@ -206,45 +207,80 @@ class DecodeError(ValueError):
     """The tagged data is malformed (the sandboxed program wrote garbage)."""
 
 
-def decode_value(tagged: Any, _depth: int = 0) -> Any:
-    """Rebuild a plain Python value from tagged data (trusted side)."""
-    if _depth > MAX_DEPTH + 2:
+#: longest type name or reason an opaque tag keeps (the program chooses them)
+OPAQUE_TEXT_LIMIT = 200
+
+
+def decode_value(tagged: Any) -> Any:
+    """Rebuild a plain Python value from tagged data (trusted side).
+
+    Whatever the data, the only exception is :class:`DecodeError`: nesting, sizes, numbers
+    out of float range and any other surprise in what the program wrote count as malformed.
+    """
+    try:
+        return _decode(tagged, 0)
+    except DecodeError:
+        raise
+    except Exception as error:  # e.g. OverflowError, RecursionError, MemoryError
+        raise DecodeError(f"malformed tagged value ({type(error).__name__})") from None
+
+
+def _decode(tagged: Any, depth: int) -> Any:
+    if depth > MAX_DEPTH + 2:
         raise DecodeError("tagged value nested too deeply")
     if tagged is None or isinstance(tagged, (bool, int, float, str)):
         return tagged
     if isinstance(tagged, list):
-        return [decode_value(item, _depth + 1) for item in tagged]
+        return [_decode(item, depth + 1) for item in tagged]
     if not isinstance(tagged, dict) or not isinstance(tagged.get("t"), str):
         raise DecodeError(f"malformed tagged value: {type(tagged).__name__}")
     kind = tagged["t"]
     payload = tagged.get("v")
     try:
         if kind == "opaque":
-            return Opaque(str(tagged.get("type", "object")), tagged.get("reason"))
-        if kind == "int":
-            return int(str(payload), 16)
-        if kind == "bytes":
-            return bytes.fromhex(str(payload))
+            reason = tagged.get("reason")
+            return Opaque(
+                _short_text(tagged.get("type"), "object"),
+                _short_text(reason, "?") if reason is not None else None,
+            )
+        if kind in ("int", "bytes"):
+            if not isinstance(payload, str):
+                raise DecodeError(f"malformed tagged {kind!r}: its payload is not hex text")
+            # base 16 converts in linear time and has no digit limit, whatever the length
+            return int(payload, 16) if kind == "int" else bytes.fromhex(payload)
         if not isinstance(payload, list):
-            raise DecodeError(f"malformed tagged {kind!r}: its payload is not a list")
+            raise DecodeError(f"malformed tagged {safe_repr(kind, 60)}: its payload is not a list")
         if kind == "complex":
             return complex(float(payload[0]), float(payload[1]))
-        items = [decode_value(item, _depth + 1) for item in payload]
-        if kind == "tuple":
-            return tuple(items)
-        if kind == "set":
-            return set(items)
-        if kind == "frozenset":
-            return frozenset(items)
-        if kind == "dict":
-            return {key: item for key, item in items}
-        if kind == "linked_list":
-            return LinkedListValue(items)
-        if kind == "binary_tree":
-            return BinaryTreeValue(items)
-    except (TypeError, ValueError, IndexError, KeyError) as error:
-        raise DecodeError(f"malformed {kind!r} value: {error}") from None
-    raise DecodeError(f"unknown tag {kind!r}")
+        return _container(kind, [_decode(item, depth + 1) for item in payload])
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError) as error:
+        if isinstance(error, DecodeError):
+            raise
+        reason = safe_repr(str(error), 200)
+        raise DecodeError(f"malformed {safe_repr(kind, 60)} value: {reason}") from None
+
+
+def _container(kind: str, items: list[Any]) -> Any:
+    if kind == "tuple":
+        return tuple(items)
+    if kind == "set":
+        return set(items)
+    if kind == "frozenset":
+        return frozenset(items)
+    if kind == "dict":
+        return {key: item for key, item in items}
+    if kind == "linked_list":
+        return LinkedListValue(items)
+    if kind == "binary_tree":
+        return BinaryTreeValue(items)
+    raise DecodeError(f"unknown tag {safe_repr(kind, 60)}")
+
+
+def _short_text(value: Any, default: str) -> str:
+    """A name the program wrote, as capped text (``default`` when it is not text)."""
+    if not isinstance(value, str):
+        return default
+    return value[:OPAQUE_TEXT_LIMIT]
 
 
 def canonical_tree(level_order: list[Any]) -> BinaryTreeValue:
@@ -287,12 +323,12 @@ def values_equal(actual: Any, expected: Any, *, rel_tol: float = 0.0, abs_tol: f
     With both tolerances 0 this is Python's ``==`` on plain data. With a tolerance, floats (and
     float/int pairs) anywhere inside matching containers compare with :func:`math.isclose`.
     """
-    if rel_tol == 0.0 and abs_tol == 0.0:
-        try:
+    try:
+        if rel_tol == 0.0 and abs_tol == 0.0:
             return bool(actual == expected)
-        except Exception:
-            return False
-    return _close(actual, expected, rel_tol, abs_tol, 0)
+        return _close(actual, expected, rel_tol, abs_tol, 0)
+    except Exception:  # e.g. an int too large for a float: not close to any float
+        return False
 
 
 def _close(actual: Any, expected: Any, rel_tol: float, abs_tol: float, depth: int) -> bool:
@@ -333,6 +369,13 @@ def same_items(actual: Any, expected: Any, *, rel_tol: float = 0.0, abs_tol: flo
     """
     if type(actual) is not list or type(expected) is not list or len(actual) != len(expected):
         return False
+    try:
+        return _same_items(actual, expected, rel_tol, abs_tol)
+    except Exception:  # whatever the items hold, a comparison that fails is not a match
+        return False
+
+
+def _same_items(actual: list[Any], expected: list[Any], rel_tol: float, abs_tol: float) -> bool:
     if rel_tol == 0.0 and abs_tol == 0.0:
         counts: dict[Any, int] = {}
         for item in expected:
@@ -376,3 +419,137 @@ def _item_key(value: Any) -> Any:
     except TypeError:
         return ("unhashable", id(value))  # equal to nothing but itself
     return value
+
+
+#: the default length cap of :func:`safe_repr`
+REPR_LIMIT = 200
+_REPR_NESTING = 20  # containers deeper than this show as "..."
+_EXACT_INT_BITS = 2000  # about 600 digits: below every allowed ``int_max_str_digits`` (640)
+_LOG10_2 = math.log10(2)
+
+
+def safe_repr(value: Any, limit: int = REPR_LIMIT) -> str:
+    """``repr``-like text of ``value`` in at most ``limit`` characters; never raises.
+
+    Plain data (what :func:`decode_value` returns) is written through the built-in types' own
+    slots, with work bounded by ``limit`` whatever the size: integers too long for ``repr``
+    as their approximate digit count and leading hex digits, strings with lone surrogates
+    escaped as ``repr`` escapes them, recursive containers as ``[...]``, deep nesting cut.
+    Any other object gets its own ``repr``, and an object whose ``repr`` fails a placeholder.
+    """
+    limit = max(int(limit), 16)
+    try:
+        text = _ReprWriter(limit).render(value, 0)
+    except Exception:  # the last resort: formatting must never fail a verdict
+        text = f"<unrepresentable {_type_name(value)}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _int_text(number: int, room: int) -> str:
+    bits = number.bit_length()
+    if bits <= _EXACT_INT_BITS:
+        text = int.__repr__(number)
+        if len(text) <= max(room, 24):
+            return text
+        return f"<int of {len(text.lstrip('-'))} digits: {text[:12]}...>"
+    # int -> decimal text is quadratic and refused beyond 4300 digits: use the bit length
+    hex_digits = (bits + 3) // 4
+    leading = abs(number) >> (4 * (hex_digits - 12))
+    sign = "-" if number < 0 else ""
+    return f"<int of about {int(bits * _LOG10_2) + 1} digits: {sign}0x{leading:x}...>"
+
+
+class _ReprWriter:
+    """Renders plain data within a character budget (``room``), tracking open containers."""
+
+    def __init__(self, limit: int) -> None:
+        self.room = limit
+        self.open: set[int] = set()
+
+    def render(self, value: Any, depth: int) -> str:
+        if value is None or value is True or value is False:
+            return str(value)
+        if isinstance(value, int):
+            return _int_text(int.__int__(value), self.room)
+        if isinstance(value, float):
+            return float.__repr__(float.__float__(value))
+        if isinstance(value, complex):
+            return complex.__repr__(value)
+        if isinstance(value, str):
+            text = str.__getitem__(value, slice(0, max(self.room, 0) + 1))
+            return str.__repr__(text) + ("..." if len(text) < len(value) else "")
+        if isinstance(value, (bytes, bytearray)):
+            data = bytes(value[: max(self.room, 0) + 1])
+            return bytes.__repr__(data) + ("..." if len(data) < len(value) else "")
+        if isinstance(value, Opaque):
+            return repr(Opaque(_short_text(value.type_name, "object"), _reason_text(value)))
+        if isinstance(value, (list, tuple, set, frozenset, dict)):
+            return self._container(value, depth)
+        text = repr(value)
+        if not isinstance(text, str):
+            raise TypeError("__repr__ returned a non-string")
+        return text[: self.room + 1]
+
+    def _container(self, value: Any, depth: int) -> str:
+        opening, closing = _brackets(value)
+        if id(value) in self.open or depth >= _REPR_NESTING:
+            return f"{opening}...{closing}"
+        self.open.add(id(value))
+        try:
+            pieces = self._items(value, depth)
+        finally:
+            self.open.discard(id(value))
+        if not pieces and isinstance(value, (set, frozenset)):
+            return "frozenset()" if isinstance(value, frozenset) else "set()"
+        body = ", ".join(pieces)
+        if len(pieces) == 1 and type(value) is tuple and pieces[0] != "...":
+            body += ","  # a one-item tuple
+        return f"{opening}{body}{closing}"
+
+    def _items(self, value: Any, depth: int) -> list[str]:
+        pairs: Any = dict.items(value) if isinstance(value, dict) else _base_iter(value)
+        pieces: list[str] = []
+        for entry in pairs:
+            if self.room <= 0:
+                pieces.append("...")
+                break
+            if isinstance(value, dict):
+                key, item = entry
+                text = f"{self.render(key, depth + 1)}: {self.render(item, depth + 1)}"
+            else:
+                text = self.render(entry, depth + 1)
+            self.room -= len(text) + 2
+            pieces.append(text)
+        return pieces
+
+
+def _base_iter(value: Any) -> Iterator[Any]:
+    """Iterate a container through its built-in base type (an override never runs)."""
+    if isinstance(value, list):
+        return list.__iter__(value)
+    if isinstance(value, tuple):
+        return tuple.__iter__(value)
+    if isinstance(value, frozenset):
+        return frozenset.__iter__(value)
+    if isinstance(value, set):
+        return set.__iter__(value)
+    raise TypeError(f"not a plain container: {_type_name(value)}")
+
+
+def _brackets(value: Any) -> tuple[str, str]:
+    if isinstance(value, LinkedListValue):
+        return "linked_list[", "]"
+    if isinstance(value, BinaryTreeValue):
+        return "binary_tree[", "]"
+    if isinstance(value, list):
+        return "[", "]"
+    if isinstance(value, tuple):
+        return "(", ")"
+    if isinstance(value, frozenset):
+        return "frozenset({", "})"
+    return "{", "}"
+
+
+def _reason_text(value: Opaque) -> str | None:
+    reason = value.reason
+    return None if reason is None else _short_text(reason, "?")

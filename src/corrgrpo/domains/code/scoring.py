@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -36,11 +37,14 @@ from corrgrpo.domains.code.calibration import (
     strict_view,
 )
 from corrgrpo.domains.code.execution import (
+    SCORING_ERROR,
     Executor,
     Job,
     Outcome,
     cap_detail,
     default_executor,
+    error_detail,
+    scoring_error,
 )
 from corrgrpo.domains.code.extract import completion_text, extract_code, format_reward
 from corrgrpo.domains.code.limits import (
@@ -53,6 +57,7 @@ from corrgrpo.domains.code.static import (
     ast_similarity,
     build_program,
     compile_error,
+    join_sources,
     syntax_reward,
 )
 
@@ -71,6 +76,14 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 
 # A run that got through every test, or stopped only at a failed assertion / wrong value.
 RUNTIME_OK_STATUSES = frozenset({"passed", "wrong_answer"})
+
+#: the detail of a pass that the program could have forged, when it is not paid
+UNTRUSTED_PASS_DETAIL = (
+    "passed, but judged inside the sandbox where the program could forge it: not paid "
+    "(CodeScorer(trust_forgeable=True) pays such passes)"
+)
+
+logger = logging.getLogger(__name__)
 
 _ROW_DEFAULTS: dict[str, Any] = {
     "preamble": "",
@@ -97,10 +110,17 @@ class CodeScore:
     efficiency: float | None
     # the verdict's category: a sandbox status, or 'no_code' / 'syntax_error' / 'compile_error'
     status: str
-    forgeable: bool  # verdict came from assertions run inside the sandbox
+    # the verdict came from assertions run inside the sandbox (the program could forge it)
+    forgeable: bool
     cpu_time_s: float | None
     reference_cpu_time_s: float | None
     detail: str = ""  # why it did not pass, at most ``DETAIL_LIMIT`` characters
+
+    @property
+    def forgeable_pass(self) -> bool:
+        """The sandbox said passed, on a verdict the program could have forged (``passed`` is
+        1 for it only when the scorer trusts forgeable verdicts)."""
+        return self.forgeable and self.status == "passed"
 
     def components(self) -> dict[str, float | None]:
         return {
@@ -171,7 +191,7 @@ def prepare(row: dict[str, Any], text: str) -> _Prepared:
     code, preamble = extracted.code, row["preamble"]
     if row["continuation"] and not extracted.fenced and code.strip():
         # human-eval convention: the completion continues the prompt's function stub
-        code, preamble = preamble + text, ""
+        code, preamble = join_sources([preamble, text], separator=""), ""
         code = code.rstrip() + "\n"
     fmt = format_reward(extracted, marker)
     ast_score = ast_similarity(code, row["reference"])
@@ -194,6 +214,7 @@ def prepare(row: dict[str, Any], text: str) -> _Prepared:
         test=row["test"],
         entry_point=row["entry_point"],
         stdin_tests=row["stdin_tests"],
+        test_setup=row["preamble"],
     )
     return _Prepared(fmt, syntax, 1.0, ast_score, job, "compiled")
 
@@ -222,6 +243,12 @@ class CodeScorer:
     ``order_free`` (default on): call tests whose expected list the reference returns in
     another top-level order are judged up to that order (see :mod:`.calibration`); off, every
     test is judged exactly as written.
+    ``trust_forgeable`` (default off): a pass the program could have forged (assertions run
+    inside the sandbox) scores as not passed: pass 0 and efficiency as for a failed run; on,
+    it is paid like any pass. Either way the score says so (``forgeable_pass``).
+
+    A sample whose scoring fails unexpectedly gets the category ``scoring_error`` (0 for
+    everything that needs a run, a warning in the log); the rest of its batch is unaffected.
     """
 
     def __init__(
@@ -236,6 +263,7 @@ class CodeScorer:
         limit_policy: LimitPolicy | None = None,
         calibrate_limits: bool = True,
         order_free: bool = True,
+        trust_forgeable: bool = False,
     ) -> None:
         weights = dict(DEFAULT_WEIGHTS if weights is None else weights)
         unknown = set(weights) - set(COMPONENTS)
@@ -255,6 +283,7 @@ class CodeScorer:
             raise ValueError(f"calibration_runs must be >= 1, got {calibration_runs}")
         self.calibrate_limits = calibrate_limits
         self.order_free = order_free
+        self.trust_forgeable = bool(trust_forgeable)
         self.efficiency = efficiency
         self._memo: OrderedDict[str, CodeScore] = OrderedDict()
         self._memo_size = memo_size
@@ -324,20 +353,45 @@ class CodeScorer:
             self._memo.popitem(last=False)
 
     def _score_uncached(self, rows: list[dict[str, Any]], texts: list[str]) -> list[CodeScore]:
-        prepared = [prepare(r, t) for r, t in zip(rows, texts, strict=True)]
+        prepared = [_prepare_or_error(r, t) for r, t in zip(rows, texts, strict=True)]
         runnable = [i for i, p in enumerate(prepared) if p.job is not None]
         timings = self._reference_timings(rows, runnable)
         outcomes: dict[int, Outcome] = {}
         if runnable:
             jobs = [self._calibrated_job(prepared[i].job, timings.get(i)) for i in runnable]
-            outcomes = dict(zip(runnable, self.executor.run(jobs), strict=True))
+            outcomes = dict(zip(runnable, self._run_isolated(jobs), strict=True))
         results = []
         for i, prep in enumerate(prepared):
-            applies = self._efficiency_applies(rows[i], timings.get(i))
-            results.append(
-                self._combine(prep, outcomes.get(i), applies, _mean_time(timings.get(i)))
-            )
+            try:
+                applies = self._efficiency_applies(rows[i], timings.get(i))
+                reference_s = _mean_time(timings.get(i))
+                results.append(self._combine(prep, outcomes.get(i), applies, reference_s))
+            except Exception as error:  # the last line of defence: only this sample fails
+                applies = self.efficiency and bool(str(rows[i].get("reference") or "").strip())
+                results.append(self._combine(_failed(rows[i], error), None, applies, None))
         return results
+
+    def _run_isolated(self, jobs: list[Job]) -> list[Outcome]:
+        """Run ``jobs`` as one batch; if that raises, run each alone so that a job that
+        breaks its batch fails only itself (a pool that is gone still raises)."""
+        from corrgrpo.sandbox import SandboxError
+
+        try:
+            return self.executor.run(jobs)
+        except SandboxError:
+            raise
+        except Exception as error:
+            detail = error_detail(error)
+            logger.warning("a code scoring batch failed (%s); scoring its jobs one by one", detail)
+        outcomes = []
+        for job in jobs:
+            try:
+                outcomes.extend(self.executor.run([job]))
+            except SandboxError:
+                raise
+            except Exception as error:
+                outcomes.append(scoring_error(error))
+        return outcomes
 
     def _reference_timings(
         self, rows: list[dict[str, Any]], runnable: list[int]
@@ -403,7 +457,11 @@ class CodeScorer:
                 reference_cpu_time_s=None,
                 detail=prep.detail,
             )
-        passed = float(outcome.status == "passed")
+        # an unpaid forgeable pass scores as a failed run; its runtime stands (a program
+        # that only catches its own exceptions earns runtime without forging anything)
+        paid = outcome.status == "passed" and (self.trust_forgeable or not outcome.forgeable)
+        unpaid_pass = outcome.status == "passed" and not paid
+        passed = float(paid)
         if outcome.runtime_ok is None:
             runtime = float(outcome.status in RUNTIME_OK_STATUSES)
         else:  # a pass always finished normally, whatever the order analysis says
@@ -424,8 +482,24 @@ class CodeScorer:
             forgeable=outcome.forgeable,
             cpu_time_s=outcome.cpu_time_s,
             reference_cpu_time_s=reference_s,
-            detail=outcome.detail,
+            detail=UNTRUSTED_PASS_DETAIL if unpaid_pass else outcome.detail,
         )
+
+
+def _prepare_or_error(row: dict[str, Any], text: str) -> _Prepared:
+    """:func:`prepare`, with a failure confined to this sample."""
+    try:
+        return prepare(row, text)
+    except Exception as error:
+        return _failed(row, error)
+
+
+def _failed(row: dict[str, Any], error: BaseException) -> _Prepared:
+    """A sample whose scoring failed: nothing earned, ``scoring_error`` with the reason."""
+    detail = error_detail(error)
+    logger.warning("scoring one code sample failed; it scores as %s: %s", SCORING_ERROR, detail)
+    ast_score = 0.0 if str(row.get("reference") or "").strip() else None
+    return _Prepared(0.0, 0.0, 0.0, ast_score, None, SCORING_ERROR, detail)
 
 
 def _mean_time(timing: ReferenceTiming | None) -> float | None:
@@ -449,20 +523,19 @@ def summarize_scores(
 
     With ``task_ids`` (several samples per task) pass@1 is the mean over tasks of each task's
     pass rate, the unbiased pass@1 estimate; otherwise it is the mean pass over samples.
+    ``pass@1`` counts what the scorer paid (forgeable passes only when it trusts them);
+    ``pass@1_counting_forgeable`` counts every pass, ``forgeable_passes`` how many could have
+    been forged.
     """
     n = len(scores)
     summary: dict[str, Any] = {"n_samples": n}
+    if task_ids is not None and len(task_ids) != n:
+        raise ValueError(f"{len(task_ids)} task ids for {n} scores")
     if task_ids is not None:
-        if len(task_ids) != n:
-            raise ValueError(f"{len(task_ids)} task ids for {n} scores")
-        per_task: dict[str, list[float]] = {}
-        for tid, s in zip(task_ids, scores, strict=True):
-            per_task.setdefault(tid, []).append(s.passed)
-        rates = [sum(v) / len(v) for v in per_task.values()]
-        summary["n_tasks"] = len(per_task)
-        summary["pass@1"] = sum(rates) / len(rates) if rates else float("nan")
-    else:
-        summary["pass@1"] = sum(s.passed for s in scores) / n if n else float("nan")
+        summary["n_tasks"] = len(set(task_ids))
+    summary["pass@1"] = _pass_at_1([s.passed for s in scores], task_ids)
+    every_pass = [float(s.passed == 1.0 or s.forgeable_pass) for s in scores]
+    summary["pass@1_counting_forgeable"] = _pass_at_1(every_pass, task_ids)
     means: dict[str, float | None] = {}
     for name in COMPONENTS:
         values = [v for s in scores if (v := s.components()[name]) is not None]
@@ -471,5 +544,27 @@ def summarize_scores(
     summary["total"] = sum(s.total(weights) for s in scores) / n if n else float("nan")
     summary["category_counts"] = category_counts(scores)
     summary["forgeable_share"] = sum(s.forgeable for s in scores) / n if n else 0.0
-    summary["forgeable_passes"] = sum(bool(s.forgeable and s.passed) for s in scores)
+    summary["forgeable_passes"] = sum(s.forgeable_pass for s in scores)
     return summary
+
+
+def _pass_at_1(passed: Sequence[float], task_ids: Sequence[str] | None) -> float:
+    """Mean pass, or with ``task_ids`` the mean over tasks of each task's pass rate."""
+    if task_ids is None:
+        return sum(passed) / len(passed) if passed else float("nan")
+    per_task: dict[str, list[float]] = {}
+    for task_id, value in zip(task_ids, passed, strict=True):
+        per_task.setdefault(task_id, []).append(value)
+    rates = [sum(values) / len(values) for values in per_task.values()]
+    return sum(rates) / len(rates) if rates else float("nan")
+
+
+def batch_metrics(scores: Sequence[CodeScore]) -> dict[str, float]:
+    """Diagnostics of one scored batch, as shares of its completions, for training logs:
+    ``code/forgeable_pass`` (passes the program could have forged, paid or not) and
+    ``code/scoring_error`` (samples whose scoring failed)."""
+    n = len(scores) or 1
+    return {
+        "code/forgeable_pass": sum(s.forgeable_pass for s in scores) / n,
+        "code/scoring_error": sum(s.status == SCORING_ERROR for s in scores) / n,
+    }

@@ -10,7 +10,9 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
+import io
 import warnings
+from collections.abc import Sequence
 
 #: candidates with more AST tokens than this score ast = 0 (bounded cost on hostile input)
 MAX_AST_TOKENS = 20_000
@@ -39,7 +41,92 @@ def build_program(preamble: str, code: str, test: str = "", entry_point: str = "
         parts.append(test.rstrip())
     if entry_point:
         parts.append(f"check({entry_point})")
-    return "\n\n".join(p for p in parts if p) + "\n"
+    return join_sources(parts) + "\n"
+
+
+def join_sources(parts: Sequence[str], separator: str = "\n\n") -> str:
+    """Join source parts (preamble, code, tests) into one program, ``from __future__`` first.
+
+    A future import must open its module, so one at the top of the candidate (or of any other
+    part) would not compile behind a preamble. The future imports that open a part (after
+    its docstring, if any: exactly those Python accepts there) move to the top of the result,
+    each once; the rest of the part keeps its lines. Blank parts are left out, parts that do
+    not parse on their own (a continuation of a stub) are joined unchanged.
+    """
+    hoisted: list[str] = []
+    bodies: list[str] = []
+    for part in parts:
+        if not part.strip():
+            continue
+        futures, body = split_future_imports(part)
+        hoisted.extend(line for line in futures if line not in hoisted)
+        bodies.append(body)
+    joined = separator.join(bodies)
+    return "\n".join(hoisted) + "\n" + joined if hoisted else joined
+
+
+def split_future_imports(source: str) -> tuple[list[str], str]:
+    """The ``from __future__`` imports that open ``source``, and the source without them.
+
+    Each import comes back as one normalized line; in the source, a statement alone on its
+    lines is removed with them, one sharing a line with other statements becomes ``pass``.
+    """
+    tree = _parse(source) if _FUTURE in source else None
+    if tree is None:
+        return [], source
+    statements = _leading_future_imports(tree)
+    if not statements:
+        return [], source
+    # the lines as the parser counts them (str.splitlines also breaks at \f, \x1c, ...)
+    lines = io.StringIO(source, newline="").readlines()
+    for node in reversed(statements):  # bottom-up: earlier positions stay valid
+        _remove_statement(lines, node)
+    imports = [
+        "from __future__ import " + ", ".join(_alias_text(alias) for alias in node.names)
+        for node in statements
+    ]
+    return imports, "".join(lines)
+
+
+_FUTURE = "__future__"
+
+
+def _leading_future_imports(tree: ast.Module) -> list[ast.ImportFrom]:
+    body = list(tree.body)
+    if body and _is_docstring(body[0]):
+        body = body[1:]
+    found: list[ast.ImportFrom] = []
+    for node in body:
+        if not (isinstance(node, ast.ImportFrom) and node.module == _FUTURE and not node.level):
+            break
+        found.append(node)
+    return found
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
+
+
+def _alias_text(alias: ast.alias) -> str:
+    return alias.name if alias.asname is None else f"{alias.name} as {alias.asname}"
+
+
+def _remove_statement(lines: list[str], node: ast.stmt) -> None:
+    """Cut ``node`` out of ``lines`` (mutated); 1-based lines, columns in UTF-8 bytes."""
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    start = lines[first].encode("utf-8", "surrogatepass")[: node.col_offset]
+    tail = lines[last].encode("utf-8", "surrogatepass")[node.end_col_offset or 0 :]
+    before = start.decode("utf-8", "surrogatepass")
+    after = tail.decode("utf-8", "surrogatepass")
+    rest = after.strip().lstrip(";").strip()
+    if not before.strip() and (not rest or rest.startswith("#")):
+        del lines[first : last + 1]
+        return
+    lines[first : last + 1] = [before + "pass" + after]
 
 
 def compile_error(source: str, filename: str = "<program>") -> str | None:

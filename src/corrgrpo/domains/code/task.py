@@ -18,6 +18,9 @@ class CodeTask(Task):
     ``benchmark`` picks the loader (``leetcode`` for training, as in the paper); ``source`` is
     a local file/directory or a dataset name (the benchmark's default when None). Weights
     default to the paper's; ``weights`` overrides some of them by component name.
+    ``trust_forgeable`` (default off; ``--task-option trust_forgeable=true`` or the recipe's
+    ``task_options``) pays passes the program could have forged, which otherwise score as
+    not passed.
     """
 
     name = "code"
@@ -30,6 +33,7 @@ class CodeTask(Task):
         weights: dict[str, float] | None = None,
         scorer: CodeScorer | None = None,
         calibration_runs: int = 4,
+        trust_forgeable: bool | None = None,
     ) -> None:
         from corrgrpo.domains.code.data import BENCHMARKS
 
@@ -38,13 +42,19 @@ class CodeTask(Task):
         self.benchmark = benchmark
         self.source = source
         self.limit = limit
+        if scorer is not None and weights is not None:
+            raise ValueError("pass weights either to the task or to its scorer, not both")
+        if scorer is not None and trust_forgeable is not None:
+            raise ValueError("pass trust_forgeable either to the task or to its scorer, not both")
         self.scorer = (
             scorer
             if scorer is not None
-            else CodeScorer(weights=weights, calibration_runs=calibration_runs)
+            else CodeScorer(
+                weights=weights,
+                calibration_runs=calibration_runs,
+                trust_forgeable=bool(trust_forgeable),
+            )
         )
-        if scorer is not None and weights is not None:
-            raise ValueError("pass weights either to the task or to its scorer, not both")
 
     def rows(self, split: str = "train") -> list[dict[str, Any]]:
         from corrgrpo.domains.code.data import load_benchmark
@@ -77,4 +87,6 @@ class CodeTask(Task):
         for name, value in summary["rewards"].items():
             metrics[name] = float("nan") if value is None else value
         metrics["forgeable_share"] = summary["forgeable_share"]
+        metrics["forgeable_passes"] = float(summary["forgeable_passes"])
+        metrics["pass@1_counting_forgeable"] = summary["pass@1_counting_forgeable"]
         return metrics

@@ -1,0 +1,291 @@
+"""The trusted checker: a test's ``check(candidate)`` run outside the sandbox, against a proxy.
+
+In assert mode the program and its test never share a process. The sandboxed child runs the
+program and then only serves calls (``serve`` mode in :mod:`._harness`); this process, forked
+from the worker (trusted code, outside the runs' PID namespace, unreachable from a program),
+runs the trusted setup and the test code with ``candidate`` bound to a :class:`CandidateProxy`.
+Each call sends its arguments as tagged plain data to the child and gets back the decoded
+plain value (:func:`corrgrpo.sandbox.values.decode_value`): an opaque object is unequal to
+everything, and no object of the program ever exists here, so a rigged ``__eq__``, a patched
+``compile``/``exec``, a trace hook or a forged record cannot touch the test. The program never
+sees the test code, the expected values or anything else of this process.
+
+Loops, helpers, ``math.isclose``, random inputs and tests that depend on earlier results work
+as in an in-process run. What a proxy cannot serve (an argument that is not plain data, or a
+test that inspects the function object itself) ends the check as ``unsupported``; such tests
+need the forgeable in-sandbox mode (``ExecutionRequest(assert_in_sandbox=True)``).
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import builtins
+import json
+import os
+from typing import Any, NoReturn
+
+from corrgrpo.sandbox.protocol import (
+    CALL_TIMEOUT_ERROR,
+    CheckerVerdict,
+    MessageReader,
+    ProxyCall,
+    ProxyReply,
+    TrustedBody,
+    write_message,
+)
+from corrgrpo.sandbox.values import DecodeError, decode_value, encode_value
+
+_MESSAGE_LIMIT = 2000
+# Exceptions of a call that a test must not be able to catch: they end the check.
+_FATAL_CALL_ERRORS = frozenset(
+    {CALL_TIMEOUT_ERROR, "MemoryError", "SystemExit", "KeyboardInterrupt", "GeneratorExit"}
+)
+_CALL_MARK = "__corrgrpo_call__"
+
+
+class ProgramEnded(BaseException):
+    """The program stopped serving calls (it exited, crashed or was stopped)."""
+
+
+class CandidateFailed(BaseException):
+    """A call ended in a way a test may not catch (CPU limit, memory, exit)."""
+
+    def __init__(self, call: int, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.call, self.name, self.message = call, name, message
+
+
+class ProxyUnsupported(BaseException):
+    """The test asked the proxy for something it cannot do (send an object, inspect it)."""
+
+
+class ProtocolViolation(BaseException):
+    """The program wrote something else than the reply to the call in flight."""
+
+
+class CandidateError(Exception):
+    """A call raised an exception that is not a built-in one (its name is kept)."""
+
+
+def _cap(text: object) -> str:
+    try:
+        return str(text)[:_MESSAGE_LIMIT]
+    except Exception:  # a message the test built from a value that cannot be printed
+        return "<unprintable>"
+
+
+def _has_opaque(tagged: Any) -> str | None:
+    """The type name of the first opaque object in an encoded value, if any."""
+    pending = [tagged]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            if item.get("t") == "opaque":
+                return str(item.get("type", "object"))
+            pending.extend(v for v in item.values() if isinstance(v, (list, dict)))
+    return None
+
+
+def send(fd: int, message: object) -> None:
+    write_message(fd, json.dumps(message).encode("utf-8", "surrogatepass"))
+
+
+class CandidateProxy:
+    """Stands for the program's entry point in the test: calls run in the sandbox."""
+
+    def __init__(self, calls_fd: int, replies_fd: int) -> None:
+        self._calls_fd, self._replies = calls_fd, MessageReader(replies_fd)
+        self.calls = 0
+        self.slowest = 0.0
+        self.failure: BaseException | None = None  # the first fatal event, whatever the test did
+
+    def __repr__(self) -> str:
+        return "<candidate>"
+
+    def __getattr__(self, name: str) -> Any:
+        error = ProxyUnsupported(
+            f"the test reads candidate.{name}: the function object stays in the sandbox"
+        )
+        self.failure = self.failure or error
+        raise error
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failure is not None:
+            raise self.failure
+        index = self.calls
+        self.calls += 1
+        message: ProxyCall = {"i": index, "a": encode_value(list(args)), "kw": {}}
+        message["kw"] = encode_value(dict(kwargs))
+        opaque = _has_opaque([message["a"], message["kw"]])
+        if opaque is not None:
+            raise self._fail(
+                ProxyUnsupported(
+                    f"the test passes a {opaque} to candidate: only plain data crosses to the "
+                    "sandbox"
+                )
+            )
+        try:
+            send(self._calls_fd, message)
+        except BrokenPipeError:
+            raise self._fail(ProgramEnded("the program stopped serving calls")) from None
+        return self._result(index, self._read_reply())
+
+    def _fail(self, error: BaseException) -> BaseException:
+        self.failure = self.failure or error
+        return error
+
+    def _read_reply(self) -> ProxyReply:
+        try:
+            raw = self._replies.read()
+        except ValueError as error:
+            raise self._fail(ProtocolViolation(str(error))) from None
+        if raw is None:
+            raise self._fail(ProgramEnded("the program stopped serving calls"))
+        try:
+            reply = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise self._fail(ProtocolViolation("a reply that is not JSON")) from None
+        if not isinstance(reply, dict):
+            raise self._fail(ProtocolViolation("a reply that is not a JSON object"))
+        return reply  # type: ignore[return-value]  # keys are checked where they are read
+
+    def _result(self, index: int, reply: ProxyReply) -> Any:
+        if reply.get("i") != index:
+            raise self._fail(ProtocolViolation(f"a reply to call {reply.get('i')!r}, not {index}"))
+        used = reply.get("t")
+        if isinstance(used, (int, float)) and not isinstance(used, bool):
+            self.slowest = max(self.slowest, float(used))
+        if reply.get("ok") == 1:
+            try:
+                return decode_value(reply.get("v"))
+            except DecodeError as error:
+                raise self._fail(CandidateFailed(index, "UndecodableResult", _cap(error))) from None
+        name, text = _cap(reply.get("e", "Exception"))[:200], _cap(reply.get("m", ""))
+        if name in _FATAL_CALL_ERRORS:
+            raise self._fail(CandidateFailed(index, name, text))
+        raise _rebuilt_exception(index, name, text)
+
+
+def _rebuilt_exception(index: int, name: str, text: str) -> Exception:
+    """The program's exception as the test would have seen it: a built-in type by its name
+    (so ``except ValueError`` in a test works), otherwise :class:`CandidateError`."""
+    kind = getattr(builtins, name, None)
+    error: Exception | None = None
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        try:
+            error = kind(text)
+        except Exception:  # built-ins that need other arguments (UnicodeDecodeError)
+            error = None
+    if error is None:
+        error = CandidateError(f"{name}: {text}")
+    setattr(error, _CALL_MARK, (index, name, text))
+    return error
+
+
+def trusted_setup_code(setup: str, entry_point: str) -> list[ast.stmt]:
+    """The statements of ``setup`` the test may rely on: everything but the entry point's own
+    stub (a HumanEval prompt ends in the function to write). A setup that does not parse
+    (a prompt that stops inside a class) is cut at its last parsable line."""
+    lines = setup.splitlines()
+    tree: ast.Module | None = None
+    for end in range(len(lines), -1, -1):
+        try:
+            tree = ast.parse("\n".join(lines[:end]))
+            break
+        except (SyntaxError, ValueError):
+            continue
+    if tree is None:
+        return []
+    stub = entry_point.split("(")[0].split(".")[0].strip()
+    return [
+        node
+        for node in tree.body
+        if not (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.name == stub
+        )
+    ]
+
+
+def _future_flags(statements: list[ast.stmt]) -> int:
+    """The compiler flags of the setup's ``from __future__`` imports (each statement of the
+    setup is compiled alone, and must still see them)."""
+    flags = 0
+    for node in statements:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            for alias in node.names:
+                feature = getattr(__future__, alias.name, None)
+                flags |= getattr(feature, "compiler_flag", 0)
+    return flags
+
+
+def _prepare(trusted: TrustedBody, proxy: CandidateProxy) -> Any:
+    """The test's ``check`` function, defined after the trusted setup ran."""
+    namespace: dict[str, Any] = {"__name__": "__check__", "__builtins__": builtins}
+    statements = trusted_setup_code(trusted.get("setup", ""), trusted["entry_point"])
+    flags = _future_flags(statements)
+    for node in statements:
+        module = ast.Module(body=[node], type_ignores=[])
+        try:  # one statement at a time: a helper the test never uses may fail alone
+            exec(compile(module, "<setup>", "exec", flags, dont_inherit=True), namespace)
+        except Exception:
+            continue
+    exec(compile(trusted["test"], "<test>", "exec", dont_inherit=True), namespace)
+    entry = trusted["entry_point"]
+    if entry.isidentifier():
+        namespace[entry] = proxy  # a test may call the function by its own name
+    return namespace["check"]
+
+
+def check(trusted: TrustedBody, calls_fd: int, replies_fd: int) -> CheckerVerdict:
+    """Run the test against the program behind the two descriptors; how it ended."""
+    proxy = CandidateProxy(calls_fd, replies_fd)
+    try:
+        check_function = _prepare(trusted, proxy)
+    except BaseException as error:
+        return {"how": "setup_error", "e": type(error).__name__, "m": _cap(error)}
+    try:
+        check_function(proxy)
+        verdict: CheckerVerdict = {"how": "passed"}
+    except BaseException as error:
+        verdict = _verdict_for(error)
+    if proxy.failure is not None:  # a test that swallowed the event does not change it
+        verdict = _verdict_for(proxy.failure)
+    verdict["calls"], verdict["slowest"] = proxy.calls, proxy.slowest
+    return verdict
+
+
+def _verdict_for(error: BaseException) -> CheckerVerdict:
+    if isinstance(error, CandidateFailed):
+        return {"how": "candidate", "call": error.call, "e": error.name, "m": error.message}
+    mark = getattr(error, _CALL_MARK, None)
+    if isinstance(mark, tuple):
+        return {"how": "candidate", "call": mark[0], "e": mark[1], "m": mark[2]}
+    kinds: dict[type[BaseException], str] = {
+        ProgramEnded: "program_ended",
+        ProxyUnsupported: "unsupported",
+        ProtocolViolation: "protocol",
+        AssertionError: "assertion",
+    }
+    how = next((word for kind, word in kinds.items() if isinstance(error, kind)), "test_error")
+    return {"how": how, "e": type(error).__name__, "m": _cap(error)}
+
+
+def checker_main(trusted_raw: bytes, fds: tuple[int, int, int]) -> NoReturn:
+    """The checker process: parse the trusted body, check, write the verdict, exit."""
+    calls_fd, replies_fd, verdict_fd = fds
+    try:
+        verdict = check(json.loads(trusted_raw), calls_fd, replies_fd)
+    except BaseException as error:  # noqa: BLE001 - the verdict must always be written
+        verdict = {"how": "setup_error", "e": type(error).__name__, "m": _cap(error)}
+    try:
+        os.close(calls_fd)  # end of calls: the program finishes
+    except OSError:
+        pass
+    try:
+        send(verdict_fd, verdict)
+    finally:
+        os._exit(0)
