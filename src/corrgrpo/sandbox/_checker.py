@@ -1,9 +1,10 @@
 """The trusted checker: a test's ``check(candidate)`` run outside the sandbox, against a proxy.
 
 In assert mode the program and its test never share a process. The sandboxed child runs the
-program and then only serves calls (``serve`` mode in :mod:`._harness`); this process, forked
-from the worker (trusted code, outside the runs' PID namespace, unreachable from a program),
-runs the trusted setup and the test code with ``candidate`` bound to a :class:`CandidateProxy`.
+program and then only serves calls (``serve`` mode in :mod:`._harness`); the worker's checker
+server (:class:`CheckerServer`, forked from the worker: trusted code, outside the runs' PID
+namespace, unreachable from a program) runs the trusted setup and the test code with
+``candidate`` bound to a :class:`CandidateProxy`, one test at a time.
 Each call sends its arguments as tagged plain data to the child and gets back the decoded
 plain value (:func:`corrgrpo.sandbox.values.decode_value`): an opaque object is unequal to
 everything, and no object of the program ever exists here, so a rigged ``__eq__``, a patched
@@ -23,10 +24,17 @@ import ast
 import builtins
 import json
 import os
+import random
+import signal
+import socket
+import struct
+import time
 from typing import Any, NoReturn
 
+from corrgrpo.sandbox import _syscalls as sc
 from corrgrpo.sandbox.protocol import (
     CALL_TIMEOUT_ERROR,
+    SETUP_FAILURE_EXIT,
     CheckerVerdict,
     MessageReader,
     ProxyCall,
@@ -240,21 +248,68 @@ def _prepare(trusted: TrustedBody, proxy: CandidateProxy) -> Any:
     return namespace["check"]
 
 
-def check(trusted: TrustedBody, calls_fd: int, replies_fd: int) -> CheckerVerdict:
+class TestTimeLimitExceeded(BaseException):  # noqa: N818 - the name users see in results
+    """The test code used up its own CPU limit (raised again every 5 ms if it is caught)."""
+
+
+class _TestTimer:
+    """ITIMER_PROF alarm on the checker's own CPU time (it spends none waiting for replies)."""
+
+    armed = False
+    fired = False
+
+    @classmethod
+    def on_signal(cls, signum: int, frame: object) -> None:
+        if cls.armed:
+            cls.fired = True
+            raise TestTimeLimitExceeded("the test code used up its CPU time limit")
+
+    @classmethod
+    def start(cls, limit: float) -> None:
+        cls.armed, cls.fired = True, False
+        signal.setitimer(signal.ITIMER_PROF, limit, 0.005)
+
+    @classmethod
+    def stop(cls) -> None:
+        cls.armed = False
+        signal.setitimer(signal.ITIMER_PROF, 0.0)
+
+
+def check(
+    trusted: TrustedBody, calls_fd: int, replies_fd: int, cpu_limit: float | None = None
+) -> CheckerVerdict:
     """Run the test against the program behind the two descriptors; how it ended."""
     proxy = CandidateProxy(calls_fd, replies_fd)
+    if cpu_limit:
+        _TestTimer.start(cpu_limit)
+    try:
+        verdict = _run_test(trusted, proxy)
+    except TestTimeLimitExceeded:
+        verdict = {"how": "test_timeout"}
+    finally:
+        _TestTimer.stop()
+    if _TestTimer.fired:  # even when the test caught it
+        verdict = {"how": "test_timeout"}
+    verdict["calls"], verdict["slowest"] = proxy.calls, proxy.slowest
+    return verdict
+
+
+def _run_test(trusted: TrustedBody, proxy: CandidateProxy) -> CheckerVerdict:
     try:
         check_function = _prepare(trusted, proxy)
+    except TestTimeLimitExceeded:
+        raise
     except BaseException as error:
         return {"how": "setup_error", "e": type(error).__name__, "m": _cap(error)}
     try:
         check_function(proxy)
         verdict: CheckerVerdict = {"how": "passed"}
+    except TestTimeLimitExceeded:
+        raise
     except BaseException as error:
         verdict = _verdict_for(error)
     if proxy.failure is not None:  # a test that swallowed the event does not change it
         verdict = _verdict_for(proxy.failure)
-    verdict["calls"], verdict["slowest"] = proxy.calls, proxy.slowest
     return verdict
 
 
@@ -274,18 +329,124 @@ def _verdict_for(error: BaseException) -> CheckerVerdict:
     return {"how": how, "e": type(error).__name__, "m": _cap(error)}
 
 
-def checker_main(trusted_raw: bytes, fds: tuple[int, int, int]) -> NoReturn:
-    """The checker process: parse the trusted body, check, write the verdict, exit."""
-    calls_fd, replies_fd, verdict_fd = fds
+# -- the checker server ------------------------------------------------------------------------
+# A worker keeps one checker process and hands it one test at a time: a fork per test cost
+# more CPU (copying the worker's pages) than the test itself. Per test the worker sends
+# ``JOB_HEADER`` (trusted body length, CPU limit) with the checker's ends of the two proxy pipes
+# (SCM_RIGHTS), then the trusted body; the server answers with one verdict message.
+JOB_HEADER = struct.Struct(">Id")
+CHECKS_PER_SERVER = 256  # then a fresh process: nothing a test left behind accumulates
+
+
+def _receive_exact(sock: socket.socket, size: int, first: bytes = b"") -> bytes | None:
+    data = bytearray(first)
+    while len(data) < size:
+        piece = sock.recv(size - len(data))
+        if not piece:
+            return None
+        data += piece
+    return bytes(data)
+
+
+def _receive_job(sock: socket.socket) -> tuple[bytes, float, tuple[int, int]] | None:
+    head, fds, _, _ = socket.recv_fds(sock, JOB_HEADER.size, 2)
+    header = _receive_exact(sock, JOB_HEADER.size, head) if head else None
+    if header is None or len(fds) != 2:
+        return None
+    size, cpu_limit = JOB_HEADER.unpack(header)
+    raw = _receive_exact(sock, size)
+    return None if raw is None else (raw, cpu_limit, (fds[0], fds[1]))
+
+
+def _check_one(raw: bytes, cpu_limit: float, fds: tuple[int, int]) -> CheckerVerdict:
+    started = time.thread_time()
     try:
-        verdict = check(json.loads(trusted_raw), calls_fd, replies_fd)
+        verdict = check(json.loads(raw), fds[0], fds[1], cpu_limit)
     except BaseException as error:  # noqa: BLE001 - the verdict must always be written
         verdict = {"how": "setup_error", "e": type(error).__name__, "m": _cap(error)}
+    finally:
+        for fd in fds:  # the calls' end first: the program finishes
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    verdict["cpu"] = time.thread_time() - started
+    return verdict
+
+
+def serve_checks(sock: socket.socket, verdict_fd: int) -> NoReturn:
+    """The checker server: one test at a time, from a fixed random state, then its verdict."""
+    signal.signal(signal.SIGPROF, _TestTimer.on_signal)
+    fresh_random = random.getstate()
     try:
-        os.close(calls_fd)  # end of calls: the program finishes
-    except OSError:
-        pass
-    try:
-        send(verdict_fd, verdict)
+        for _ in range(CHECKS_PER_SERVER):
+            job = _receive_job(sock)
+            if job is None:
+                break
+            random.setstate(fresh_random)  # every test starts as in a fresh process
+            send(verdict_fd, _check_one(*job))
     finally:
         os._exit(0)
+
+
+class CheckerServer:
+    """The worker's handle on its checker server (started on the first assert-mode run)."""
+
+    def __init__(self, pid: int, sock: socket.socket, verdict_fd: int) -> None:
+        self.pid, self.sock, self.verdict_fd = pid, sock, verdict_fd
+        self.pidfd = os.pidfd_open(pid)
+        self.exit_status: int | None = None  # once reaped
+
+    @classmethod
+    def start(cls) -> CheckerServer:
+        worker_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        verdict_r, verdict_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _enter_server(server_end, verdict_w)
+        server_end.close()
+        os.close(verdict_w)
+        os.set_blocking(verdict_r, False)
+        return cls(pid, worker_end, verdict_r)
+
+    def submit(self, trusted: memoryview, cpu_limit: float, fds: tuple[int, int]) -> None:
+        socket.send_fds(self.sock, [JOB_HEADER.pack(len(trusted), cpu_limit)], list(fds))
+        self.sock.sendall(trusted)
+
+    def reaped(self, status: int) -> None:
+        self.exit_status = status
+
+    def stop(self) -> int:
+        """Kill it (if it still runs), reap it, close its descriptors; its wait status."""
+        if self.exit_status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.exit_status = os.waitpid(self.pid, 0)[1]
+        self.sock.close()
+        for fd in (self.verdict_fd, self.pidfd):
+            os.close(fd)
+        return self.exit_status
+
+
+def _enter_server(sock: socket.socket, verdict_fd: int) -> NoReturn:
+    """The forked server: only its socket and verdict pipe, prints to /dev/null, dies with
+    the worker."""
+    try:
+        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        keep = (sock.fileno(), verdict_fd)
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):
+            os.dup2(null, target)  # the tests' prints go nowhere
+        for fd in range(3, max(keep)):
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        os.closerange(max(keep) + 1, 1 << 16)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except BaseException:
+        os._exit(SETUP_FAILURE_EXIT)
+    serve_checks(sock, verdict_fd)

@@ -329,6 +329,9 @@ def _reply(reply: ProxyReply) -> None:
 def _serve_calls(candidate: Any, limit: float | None) -> None:
     """Answer the trusted checker's calls until it closes its end of the channel."""
     signal.signal(signal.SIGPROF, _CallTimer.on_signal)
+    # A checker that stopped listening (its test ended) closes the replies: the next reply
+    # fails with EPIPE and serving ends, instead of a SIGPIPE the judge would call a crash.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     calls = MessageReader(PROXY_CALLS_FD)
     while True:
         try:
@@ -338,4 +341,7 @@ def _serve_calls(candidate: Any, limit: float | None) -> None:
         if raw is None:
             return
         message = json.loads(raw)
-        _reply(_serve_one(message["i"], (message["a"], message["kw"]), candidate, limit))
+        try:
+            _reply(_serve_one(message["i"], (message["a"], message["kw"]), candidate, limit))
+        except BrokenPipeError:
+            return

@@ -25,7 +25,6 @@ import gc
 import json
 import math
 import os
-import resource
 import select
 import signal
 import socket
@@ -34,11 +33,10 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
 
 from corrgrpo.sandbox import _harness
 from corrgrpo.sandbox import _syscalls as sc
-from corrgrpo.sandbox._checker import checker_main
+from corrgrpo.sandbox._checker import CheckerServer
 from corrgrpo.sandbox._run_host import (
     HOST_CLONE_FLAGS,
     HostPipes,
@@ -58,7 +56,7 @@ from corrgrpo.sandbox.protocol import (
     FRAME_STDERR,
     FRAME_STDOUT,
     FRAME_VERDICT,
-    SETUP_FAILURE_EXIT,
+    LENGTH,
     CheckerExit,
     KillReason,
     Ready,
@@ -188,90 +186,29 @@ class _RunHost:
         self.descriptors.close()
 
 
-class _Checker:
-    """The trusted checker of one assert-mode run: its process and the three pipes.
+class _ProxyPipes:
+    """The two pipes between a serving program and the checker server, for one run.
 
     ``program_ends`` (the read end of the calls, the write end of the replies) go to the
-    program's child and are closed here once handed over; the checker holds the other ends and
-    the write end of its verdict pipe, whose read end stays here.
+    program's child, ``checker_ends`` (the other two) to the checker server; this process
+    closes each pair once handed over, so the end of the program is the end of its pipes.
     """
 
     def __init__(self) -> None:
         calls_r, calls_w = os.pipe()
         replies_r, replies_w = os.pipe()
-        verdict_r, verdict_w = os.pipe()
-        os.set_blocking(verdict_r, False)
         self.program_ends: tuple[int, int] = (calls_r, replies_w)
-        self.checker_ends: tuple[int, int, int] = (calls_w, replies_r, verdict_w)
-        self.verdict_fd = verdict_r
-        self.pid = -1
-        self.pidfd = -1
-        self.exit: tuple[int, float] | None = None  # wait status and CPU, once reaped
-        self._open = {calls_r, calls_w, replies_r, replies_w, verdict_r, verdict_w}
+        self.checker_ends: tuple[int, int] = (calls_w, replies_r)
+        self._open = {calls_r, calls_w, replies_r, replies_w}
 
-    def _close(self, fds: tuple[int, ...]) -> None:
+    def close_ends(self, fds: tuple[int, ...]) -> None:
         for fd in fds:
             if fd in self._open:
                 self._open.discard(fd)
                 os.close(fd)
 
-    def close_program_ends(self) -> None:
-        self._close(self.program_ends)
-
-    def close_checker_ends(self) -> None:
-        self._close(self.checker_ends)
-
     def close(self) -> None:
-        """Stop the checker if it still runs, reap it, close every descriptor left."""
-        if self.pid > 0:
-            self.kill()
-            self.wait()
-            self.pid = -1
-        if self.pidfd >= 0:
-            os.close(self.pidfd)
-            self.pidfd = -1
-        self._close(tuple(self._open))
-
-    def kill(self) -> None:
-        if self.exit is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def reaped(self, status: int, cpu: float) -> None:
-        """It was reaped with the run's stragglers (rlimits-only mode)."""
-        self.exit = (status, cpu)
-
-    def wait(self) -> tuple[int, float]:
-        """Reap it (once): its wait status and CPU seconds."""
-        if self.exit is None:
-            _, status, usage = os.wait4(self.pid, 0)
-            self.exit = (status, usage.ru_utime + usage.ru_stime)
-        return self.exit
-
-
-def _checker_process(checker: _Checker, trusted: bytes, cpu_limit: float) -> NoReturn:
-    """The forked checker: only its own pipes, its own CPU limit, then the test."""
-    try:
-        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
-        keep = checker.checker_ends
-        null = os.open(os.devnull, os.O_RDWR)
-        for target in (0, 1, 2):
-            os.dup2(null, target)  # the test's prints go nowhere
-        for fd in range(3, max(keep)):
-            if fd not in keep:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        os.closerange(max(keep) + 1, 1 << 16)
-        seconds = max(1, math.ceil(cpu_limit))
-        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    except BaseException:
-        os._exit(SETUP_FAILURE_EXIT)
-    checker_main(trusted, checker.checker_ends)
+        self.close_ends(tuple(self._open))
 
 
 def _wait_exit(pid: int) -> RunSummary:
@@ -315,7 +252,7 @@ class Worker:
         self.warm_host = self.isolated and bool(config.get("warm_host", True))
         self.host: _RunHost | None = None
         self.host_error = ""  # why the last host start failed
-        self.checker: _Checker | None = None  # the current run's trusted checker
+        self.checker: CheckerServer | None = None  # runs assert tests (started on first use)
 
     # -- framing ---------------------------------------------------------------------------
     def send(self, kind: bytes, payload: bytes | memoryview) -> None:
@@ -354,6 +291,7 @@ class Worker:
                 wipe(self.chunk, self.chunk_used)
                 self.chunk_used = 0
             summary["host_pid"] = self.start_idle_host()
+            summary["checker_pid"] = self.checker.pid if self.checker is not None else None
             self.send(FRAME_END, json.dumps(summary).encode())
 
     def start_idle_host(self) -> int | None:
@@ -370,66 +308,70 @@ class Worker:
         return self.host.pid if self.host is not None else None
 
     def run_one(self, header: RunHeader, body_len: int) -> RunSummary:
-        """One run; in assert mode with its trusted checker beside it."""
+        """One run; in assert mode with its test on the checker server."""
         deadline = time.monotonic() + float(header["wall"])
         trusted = int(header.get("trusted") or 0)
         program_len = body_len - trusted
-        checker: _Checker | None = None
+        pipes: _ProxyPipes | None = None
         try:
             if trusted:
-                checker = self.checker = self._start_checker(header, program_len, body_len)
+                pipes = _ProxyPipes()
+                self._submit_test(header, memoryview(self.body)[program_len:body_len], pipes)
             if self.warm_host:
-                summary = self.run_in_host(header, program_len, checker)
+                summary = self.run_in_host(header, program_len, pipes)
             else:
-                summary = self.run_fresh(header, program_len, checker)
-            if checker is not None:
-                summary["checker"] = self._finish_checker(checker, summary, deadline)
+                summary = self.run_fresh(header, program_len, pipes)
+            if pipes is not None:
+                summary["checker"] = self._await_verdict(summary, deadline)
             return summary
         finally:
-            self.checker = None
-            if checker is not None:
-                checker.close()
+            if pipes is not None:
+                pipes.close()
 
-    def _start_checker(self, header: RunHeader, program_len: int, body_len: int) -> _Checker:
-        """Fork the trusted checker (from this process: it holds the trusted part)."""
-        checker = _Checker()
+    def _submit_test(self, header: RunHeader, trusted: memoryview, pipes: _ProxyPipes) -> None:
+        """Hand the test and the checker's ends of the pipes to the checker server."""
+        if self.checker is None:
+            self.checker = CheckerServer.start()
+        cpu_limit = float(header.get("check_cpu") or header["cpu"])
         try:
-            pid = os.fork()
-            if pid == 0:
-                trusted = bytes(memoryview(self.body)[program_len:body_len])
-                _checker_process(checker, trusted, float(header.get("check_cpu") or header["cpu"]))
-            checker.pid = pid
-            checker.pidfd = os.pidfd_open(pid)
+            self.checker.submit(trusted, cpu_limit, pipes.checker_ends)
         finally:
-            checker.close_checker_ends()
-        return checker
+            pipes.close_ends(pipes.checker_ends)
 
-    def _finish_checker(
-        self, checker: _Checker, summary: RunSummary, deadline: float
-    ) -> CheckerExit:
-        """Wait for the checker (at once stopped when the program's run was stopped), relay its
-        verdict, and say how it ended."""
-        killed = summary.get("killed") is not None or bool(summary.get("harness_error"))
-        if not killed and checker.exit is None:
-            poller = select.poll()
-            poller.register(checker.pidfd, select.POLLIN)
-            poller.register(self.request_fd, select.POLLHUP)
-            wait_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000))
-            events = poller.poll(wait_ms)
-            killed = not any(fd == checker.pidfd for fd, _ in events)
-        if killed:
-            checker.kill()
-        status, cpu = checker.wait()
-        checker.pid = -1
+    def _await_verdict(self, summary: RunSummary, deadline: float) -> CheckerExit:
+        """Relay the checker's verdict (one message) once it comes; the server is stopped at
+        once when the program's run was stopped, or when the deadline passes first."""
+        checker = self.checker
+        if checker is None or summary.get("killed") is not None or summary.get("harness_error"):
+            self._stop_checker()
+            return {"killed": True}
         streams = _Streams((checker.verdict_fd,), VERDICT_LIMIT, FRAME_VERDICT)
-        while (
-            streams.within_cap(checker.verdict_fd) and self._relay(checker.verdict_fd, streams) > 0
-        ):
-            pass
-        return {"status": status, "cpu": cpu, "killed": killed}
+        expected: int | None = None  # the whole message's size, once its length was read
+        poller = select.poll()
+        for fd in (checker.verdict_fd, checker.pidfd):
+            poller.register(fd, select.POLLIN)
+        poller.register(self.request_fd, select.POLLHUP)
+        while expected is None or streams.sent[checker.verdict_fd] < expected:
+            wait_ms = math.ceil((deadline - time.monotonic()) * 1000)
+            events = dict(poller.poll(wait_ms)) if wait_ms > 0 else {}
+            if checker.verdict_fd in events and self._relay(checker.verdict_fd, streams) > 0:
+                if expected is None and streams.sent[checker.verdict_fd] >= LENGTH.size:
+                    expected = LENGTH.size + LENGTH.unpack_from(self.chunk)[0]
+                continue
+            if checker.pidfd in events:  # it died without a verdict
+                status = self._stop_checker()
+                return {"status": status} if status is not None else {"killed": True}
+            self._stop_checker()  # the deadline passed, or the pool went away
+            return {"killed": True}
+        return {}
+
+    def _stop_checker(self) -> int | None:
+        """Stop the checker server (a new one starts with the next test); its wait status."""
+        checker, self.checker = self.checker, None
+        return checker.stop() if checker is not None else None
 
     def run_fresh(
-        self, header: RunHeader, program_len: int, checker: _Checker | None = None
+        self, header: RunHeader, program_len: int, pipes: _ProxyPipes | None = None
     ) -> RunSummary:
         """One run in a fresh clone (PID 1 of new namespaces when isolated)."""
         out_r, out_w = os.pipe()
@@ -461,12 +403,12 @@ class Worker:
                 program = bytes(memoryview(self.body)[:program_len])
                 wipe(self.body)
                 wipe(self.chunk)
-                proxy_fds = checker.program_ends if checker is not None else None
+                proxy_fds = pipes.program_ends if pipes is not None else None
                 run_program(self.context, header, program, (out_w, err_w, res_w), False, proxy_fds)
             for fd in (out_w, err_w, res_w):
                 os.close(fd)
-            if checker is not None:
-                checker.close_program_ends()
+            if pipes is not None:
+                pipes.close_ends(pipes.program_ends)
             out_w = err_w = res_w = -1
             pidfd = os.pidfd_open(child)
             cpu_used = self._cpu_meter(cpu_base, lambda: _process_cpu_seconds(child))
@@ -484,7 +426,7 @@ class Worker:
 
     # -- runs in the warm run host -----------------------------------------------------------
     def run_in_host(
-        self, header: RunHeader, program_len: int, checker: _Checker | None = None
+        self, header: RunHeader, program_len: int, pipes: _ProxyPipes | None = None
     ) -> RunSummary:
         """One run in the warm run host (started between runs, replaced after any stop)."""
         host = self.host
@@ -495,13 +437,13 @@ class Worker:
         body = memoryview(self.body)[:program_len]
         try:
             write_all(host.command, *frame_request(header, body))
-            if checker is not None:
-                socket.send_fds(host.descriptors, [b"F"], list(checker.program_ends))
+            if pipes is not None:
+                socket.send_fds(host.descriptors, [b"F"], list(pipes.program_ends))
         except (BrokenPipeError, ConnectionError):
             pass  # the host died while starting: its exit status and setup record say why
         finally:
-            if checker is not None:
-                checker.close_program_ends()
+            if pipes is not None:
+                pipes.close_ends(pipes.program_ends)
         cpu_used = self._cpu_meter(cpu_base, lambda: _children_cpu_seconds(host.pid))
         streams = _Streams(host.outputs, header["out"])
         watch = self._watch(header, cpu_used, (host.status, host.pidfd), streams, started)
@@ -624,7 +566,7 @@ class Worker:
 
     def _reap_stragglers(self, child: int) -> None:
         """Rlimits-only mode: kill what the program left behind (its group, its cgroup), and
-        reap it; the run's checker, also a child of this process, is reaped only once it ends."""
+        reap it; the checker server, also a child of this process, is left alone."""
         try:
             os.killpg(child, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -639,10 +581,10 @@ class Worker:
             except ChildProcessError:
                 return
             if checker is not None and pid == checker.pid:
-                checker.reaped(status, usage.ru_utime + usage.ru_stime)
+                checker.reaped(status)
             elif pid == 0:
                 if checker is not None and _children(os.getpid()) <= {checker.pid}:
-                    return  # only the checker is left: it ends by itself
+                    return  # only the checker server is left
                 time.sleep(0.001)
 
     def _reap(self, pid: int) -> RunSummary:
@@ -815,6 +757,7 @@ def main(argv: list[str]) -> int:
         worker.serve()
     finally:
         worker._discard_host()  # its cgroups can only be removed once it is gone
+        worker._stop_checker()
     return 0
 
 

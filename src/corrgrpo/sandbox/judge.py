@@ -216,9 +216,6 @@ def _cpu_breakdown(records: list[Record], summary: RunSummary) -> dict[str, floa
     worker = summary.get("worker_cpu")
     if isinstance(worker, (int, float)):
         breakdown["worker"] = float(worker)
-    checker = (summary.get("checker") or {}).get("cpu")
-    if isinstance(checker, (int, float)):
-        breakdown["checker"] = float(checker)  # the trusted test process (assert mode)
     return breakdown
 
 
@@ -321,15 +318,10 @@ def parse_verdict(raw: bytes) -> CheckerVerdict | None:
 
 
 def _checker_stopped(request: ExecutionRequest, raw: RawRun) -> str | None:
-    """Why the checker gave no verdict of its own: stopped at the deadline, or its CPU limit."""
+    """Why the checker gave no verdict: stopped at the deadline (a timeout), or None."""
     exit_info = raw.summary.get("checker") or {}
     if exit_info.get("killed"):
         return f"the test did not finish within the {request.wall_limit:g} s wall-clock backstop"
-    status = exit_info.get("status")
-    if isinstance(status, int) and os.WIFSIGNALED(status):
-        if os.WTERMSIG(status) == signal.SIGXCPU:
-            limit = request.assert_cpu_limit_s or request.cpu_time_limit_s
-            return f"the test code ran past its own CPU limit ({limit:g} s)"
     return None
 
 
@@ -345,14 +337,22 @@ def _judge_checked(
         stopped = _checker_stopped(request, raw)
         if stopped is not None:
             return _finish(result, "timeout", stopped)
-        return _finish(result, "harness_error", "the trusted checker reported no verdict")
+        exit_status = (raw.summary.get("checker") or {}).get("status")
+        how = f" (wait status {exit_status})" if isinstance(exit_status, int) else ""
+        return _finish(result, "harness_error", f"the trusted checker reported no verdict{how}")
     result.test_calls = int(verdict.get("calls") or 0)
+    checker_cpu = verdict.get("cpu")
+    if isinstance(checker_cpu, (int, float)):
+        result.cpu_breakdown_s["checker"] = float(checker_cpu)
     slowest = verdict.get("slowest")
     if result.test_calls and isinstance(slowest, (int, float)):
         result.slowest_call_cpu_s = float(slowest)
     how, name, text = verdict["how"], str(verdict.get("e", "")), str(verdict.get("m", ""))
     if how == "passed":
         return _finish(result, "passed", f"check() passed ({result.test_calls} calls)")
+    if how == "test_timeout":
+        limit = request.assert_cpu_limit_s or request.cpu_time_limit_s
+        return _finish(result, "timeout", f"the test code ran past its own CPU limit ({limit:g} s)")
     if how == "assertion":
         return _finish(result, "wrong_answer", f"assertion failed: {text}")
     if how == "candidate":

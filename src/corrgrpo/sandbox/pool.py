@@ -95,6 +95,7 @@ class _WorkerProcess:
         self.user_namespace = user_namespace
         self.warm_host = warm_host
         self.host_pid: int | None = None  # the worker's idle run host, if it keeps one
+        self.checker_pid: int | None = None  # the worker's checker server, once started
         self.pool_token = pool_token  # cgroup names must not clash with another pool's
         self.isolation = isolation
         self.hidden = list(hidden)
@@ -208,6 +209,7 @@ class _WorkerProcess:
                     writer.join()
                 summary: RunSummary = json.loads(payload)
                 self.host_pid = summary.get("host_pid")
+                self.checker_pid = summary.get("checker_pid")
                 return RawRun(
                     bytes(streams[FRAME_STDOUT]),
                     bytes(streams[FRAME_STDERR]),
@@ -234,7 +236,7 @@ class _WorkerProcess:
                 except OSError:
                     pass
                 setattr(self, fd_name, None)
-        self.host_pid = None
+        self.host_pid = self.checker_pid = None
         if self.process is not None:
             try:
                 self.process.wait(timeout=2)
@@ -468,14 +470,13 @@ class SandboxPool:
     def live_run_processes(self) -> list[int]:
         """Pids of processes started by runs that are still alive (normally none between runs).
 
-        Looks in the workers' cgroups and at the workers' descendants; zombies and the workers'
-        idle run hosts (no program of any run) are not counted.
+        Looks in the workers' cgroups and at the workers' descendants; zombies, the workers'
+        idle run hosts and their checker servers (no program of any run) are not counted.
         """
         found: set[int] = set()
         hosts: set[int] = set()
         for worker in list(self._workers):
-            if worker.host_pid is not None:
-                hosts.add(worker.host_pid)
+            hosts.update(pid for pid in (worker.host_pid, worker.checker_pid) if pid is not None)
             if worker.cgroups is not None:
                 try:
                     with open(os.path.join(worker.cgroups.pids, "cgroup.procs")) as handle:

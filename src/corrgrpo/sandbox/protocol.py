@@ -140,7 +140,7 @@ class CheckerVerdict(TypedDict, total=False):
     ``program_ended`` (the program stopped serving calls); ``protocol`` (the program wrote
     something else than a reply on its reply channel); ``test_error`` (the test code raised);
     ``unsupported`` (the test passes something a proxy cannot send); ``setup_error`` (the test
-    code does not run at all). ``calls``: calls made; ``slowest``: the slowest call's CPU
+    code does not run at all); ``test_timeout`` (the test code used up its own CPU limit). ``calls``: calls made; ``slowest``: the slowest call's CPU
     seconds as the program measured it.
     """
 
@@ -150,6 +150,7 @@ class CheckerVerdict(TypedDict, total=False):
     call: int
     calls: int
     slowest: float
+    cpu: float  # the checker's CPU seconds for this test
 
 
 class Record(TypedDict, total=False):
@@ -173,11 +174,11 @@ class Record(TypedDict, total=False):
 
 
 class CheckerExit(TypedDict, total=False):
-    """The worker's account of the checker process (its verdict travels as its own frame)."""
+    """The worker's account of the checker server in one run (its verdict travels as its own
+    frame); empty when the verdict came."""
 
-    status: int  # wait status
-    cpu: float
-    killed: bool  # stopped by the worker (the run ended or the wall deadline passed)
+    status: int  # wait status, when it died without a verdict
+    killed: bool  # stopped by the worker (the run was stopped, or the wall deadline passed)
 
 
 class RunSummary(TypedDict, total=False):
@@ -192,6 +193,7 @@ class RunSummary(TypedDict, total=False):
     wall: float
     worker_cpu: float  # the worker's own CPU seconds for this run (clone, supervision, relay)
     host_pid: int | None  # the warm run host kept for the next run (not a process of this run)
+    checker_pid: int | None  # the worker's checker server (not a process of any run)
     host_reset_cpu: float  # the host's CPU seconds for returning its namespaces to a fresh state
     checker: CheckerExit  # assert mode: how the trusted checker process ended
     harness_error: str
