@@ -128,7 +128,9 @@ def _request(program: str, **options: object) -> ExecutionRequest:
 def setup(request: pytest.FixtureRequest) -> Iterator[bool]:
     require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
     use_userns = request.param == "user_namespace"
-    if use_userns:
+    if not use_userns:
+        require_capability(os.geteuid() == 0, "root (the setup without a user namespace)")
+    else:
         require_capability(
             namespaces_available(user_namespace=True),
             "unprivileged user namespaces (disabled in this kernel)",

@@ -65,7 +65,8 @@ def any_pool(request: pytest.FixtureRequest, pool: SandboxPool) -> Iterator[Sand
     else:
         require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
         options["isolation"] = "namespaces"
-        options["user_namespace"] = request.param == "user_namespace"
+        if request.param == "user_namespace":
+            options["user_namespace"] = True  # as root too (a normal user always has one)
         options["warm_host"] = request.param != "fresh_namespaces"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
