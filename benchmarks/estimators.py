@@ -1,15 +1,19 @@
-"""Estimator speed on CPU: vectorized dense vs ragged vs a per-group Python loop.
+"""Estimator speed on CPU: dense, equal-size uids, ragged groups and a per-group loop.
 
-N = 8192 samples (B = 512 groups of G = 16), K = 7 components, float32 input. Every
-estimator runs on dense (B, G, K) input, on the same samples flat (N, K) with a group id each
-(``uids``: equal-size contiguous groups, verl's layout) and on flat input with ragged,
-shuffled groups of the same total size; the straightforward per-group loop implementations in
-``corrgrpo.estimators.reference`` are the baseline. Prints medians and ratios measured side
-by side in one run; targets: corr_grpo <= 1.5x grpo, >= 50x faster than the loop, ragged
-<= 2x dense. A last line times GRPO's and CorrGRPO's bare arithmetic (no validation or edge
-cases, checked against the library first): the floor of their ratio.
+N = 8192 samples (B = 512 groups of G = 16), K = 7 components, float32 input, weights on,
+one CPU thread. Every estimator runs on dense (B, G, K) input; on the same samples flat with
+a group id each (``uids``: equal-size groups in shuffled order, as verl hands them over after
+balancing its batch by sequence length); on ragged groups of 8 to 24 samples, shuffled, with
+non-contiguous ids (same N); and as the plain per-group torch loop of
+``corrgrpo.estimators.reference`` (one sort, then torch ops group by group) on the ragged
+groups. Calls alternate between the variants, so the ratios are measured side by side.
 
-    python benchmarks/estimators.py [--repeats 15] [--loop-repeats 3]
+Targets, for corr_grpo: ragged at most 1.5x dense, at least 50x faster than the loop, and
+dense at most 1.5x grpo's time. ``--runs 3`` repeats these three ratios in three more rounds
+after the table. A last line times GRPO's and CorrGRPO's bare arithmetic (no validation or
+edge cases, checked against the library first): the floor of their ratio.
+
+    python benchmarks/estimators.py [--repeats 15] [--loop-repeats 3] [--runs 3]
 """
 
 from __future__ import annotations
@@ -24,26 +28,53 @@ import torch
 import corrgrpo
 from corrgrpo.estimators.reference import LOOP_ESTIMATORS
 
+TARGET_RAGGED_OVER_DENSE = 1.5
+TARGET_LOOP_OVER_RAGGED = 50.0
+TARGET_CORR_OVER_GRPO = 1.5
+
+
+#: the clock: wall time, or with one intra-op thread (all the work in the calling thread) that
+#: thread's CPU time, which other processes on a shared machine do not inflate
+CLOCK = time.perf_counter
+
 
 def median_time(fn: Callable[[], object], repeats: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK() - t0)
     return statistics.median(times)
 
 
-def ragged_index(n: int, mean_size: int, gen: torch.Generator) -> torch.Tensor:
-    sizes: list[int] = []
-    while sum(sizes) < n:
-        sizes.append(int(torch.randint(2, 2 * mean_size - 1, (1,), generator=gen)))
-    sizes[-1] -= sum(sizes) - n
-    if sizes[-1] < 2:  # fold a lone sample into the previous group
-        last = sizes.pop()
-        sizes[-1] += last
-    ids = torch.cat([torch.full((s,), 1000 + 7 * i) for i, s in enumerate(sizes)])
+def side_by_side(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median seconds of each function, calls alternating between them (drift hits all)."""
+    for fn in fns.values():
+        fn()  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = CLOCK()
+            fn()
+            times[name].append(CLOCK() - t0)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def ragged_index(
+    n: int, mean_size: int, gen: torch.Generator, sizes: tuple[int, int] | None = None
+) -> torch.Tensor:
+    """Shuffled group ids 1000 + 7 i of ragged groups; sizes uniform in ``sizes`` (inclusive),
+    by default 2 to 2 * mean_size - 2."""
+    low, high = sizes if sizes is not None else (2, 2 * mean_size - 2)
+    group_sizes: list[int] = []
+    while sum(group_sizes) < n:
+        group_sizes.append(int(torch.randint(low, high + 1, (1,), generator=gen)))
+    group_sizes[-1] -= sum(group_sizes) - n
+    if group_sizes[-1] < max(2, low):  # fold a short last group into the previous one
+        last = group_sizes.pop()
+        group_sizes[-1] += last
+    ids = torch.cat([torch.full((s,), 1000 + 7 * i) for i, s in enumerate(group_sizes)])
     return ids[torch.randperm(n, generator=gen)]
 
 
@@ -78,74 +109,147 @@ def bare_corr_grpo(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return total / torch.sqrt(q + 1e-6).unsqueeze(-1)
 
 
+class Inputs:
+    """The benchmark's rewards in every layout, and the calls that time them."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        b, g, k = args.groups, args.group_size, args.components
+        gen = torch.Generator().manual_seed(0)
+        dense = torch.rand(b, g, k, generator=gen)
+        dense[..., : min(3, k - 1)] = (dense[..., : min(3, k - 1)] > 0.5).float()  # binary
+        dense[..., k - 1] *= 100.0  # a large-scale component
+        self.dense = dense
+        self.flat = dense.reshape(-1, k)
+        self.weights = torch.tensor([0.05, 0.05, 0.05, 0.25, 0.6, 0.3, 0.2] * (k // 7 + 1))[:k]
+        uid_order = torch.randperm(b * g, generator=gen)
+        self.uids_flat = self.flat[uid_order]
+        self.uids = (torch.arange(b).repeat_interleave(g) * 3 + 11)[uid_order]
+        self.ragged = ragged_index(b * g, g, gen, sizes=tuple(args.ragged_sizes))
+        self.flat64, self.weights64 = self.flat.double(), self.weights.double()
+
+    def calls(self, est: str) -> dict[str, Callable[[], object]]:
+        w = self.weights
+        return {
+            "dense": lambda: corrgrpo.compute_advantages(self.dense, est, weights=w),
+            "uids": lambda: corrgrpo.compute_advantages(
+                self.uids_flat, est, group_index=self.uids, weights=w
+            ),
+            "ragged": lambda: corrgrpo.compute_advantages(
+                self.flat, est, group_index=self.ragged, weights=w
+            ),
+        }
+
+    def loop(self, est: str) -> Callable[[], object] | None:
+        loop = LOOP_ESTIMATORS.get(est)
+        if loop is None:
+            return None
+        return lambda: loop(self.flat64, self.ragged, self.weights64)
+
+
+def headline(inputs: Inputs, repeats: int, loop_repeats: int) -> dict[str, float]:
+    """corr_grpo's three target ratios. Dense, ragged and grpo calls alternate; the slow loop
+    runs between two such rounds, whose times are averaged, so that a drift of a shared
+    machine reaches both sides of every ratio (timing the ragged path right after the loop
+    would time it on caches the loop's thousands of small tensors have flushed)."""
+    fns = inputs.calls("corr_grpo")
+    fns["grpo"] = inputs.calls("grpo")["dense"]
+    fns = {k: fns[k] for k in ("dense", "ragged", "grpo")}
+    before = side_by_side(fns, (repeats + 1) // 2)
+    loop = inputs.loop("corr_grpo")
+    assert loop is not None
+    loop_time = median_time(loop, loop_repeats)
+    after = side_by_side(fns, (repeats + 1) // 2)
+    t = {k: (before[k] + after[k]) / 2 for k in fns}
+    return {
+        "ragged/dense": t["ragged"] / t["dense"],
+        "loop/ragged": loop_time / t["ragged"],
+        "corr/grpo": t["dense"] / t["grpo"],
+    }
+
+
+def check_loops(inputs: Inputs) -> None:
+    """Every loop baseline computes what the library computes on the ragged groups."""
+    for est, loop in LOOP_ESTIMATORS.items():
+        library = corrgrpo.compute_advantages(
+            inputs.flat64, est, group_index=inputs.ragged, weights=inputs.weights64
+        )
+        torch.testing.assert_close(
+            loop(inputs.flat64, inputs.ragged, inputs.weights64), library, rtol=1e-6, atol=1e-6
+        )
+
+
+def print_table(inputs: Inputs, names: list[str], args: argparse.Namespace) -> None:
+    header = (
+        f"{'estimator':<15} {'dense ms':>9} {'uids ms':>8} {'ragged ms':>10} {'loop ms':>9} "
+        f"{'ragged/dense':>13} {'loop/ragged':>12}"
+    )
+    print(header)
+    print("-" * len(header))
+    for est in names:
+        t = side_by_side(inputs.calls(est), args.repeats)
+        loop = inputs.loop(est)
+        tl = median_time(loop, args.loop_repeats) if loop is not None else float("nan")
+        print(
+            f"{est:<15} {t['dense'] * 1e3:>9.2f} {t['uids'] * 1e3:>8.2f} "
+            f"{t['ragged'] * 1e3:>10.2f} {tl * 1e3:>9.1f} {t['ragged'] / t['dense']:>13.2f} "
+            f"{tl / t['ragged']:>12.0f}"
+        )
+    print("-" * len(header))
+
+
+def print_headline(run: str, ratios: dict[str, float]) -> None:
+    print(
+        f"{run}: corr_grpo ragged/dense {ratios['ragged/dense']:.2f}x "
+        f"(target <= {TARGET_RAGGED_OVER_DENSE}x), per-group loop/ragged "
+        f"{ratios['loop/ragged']:.0f}x (target >= {TARGET_LOOP_OVER_RAGGED:.0f}x), "
+        f"corr_grpo/grpo dense {ratios['corr/grpo']:.2f}x (target <= {TARGET_CORR_OVER_GRPO}x)"
+    )
+
+
+def print_bare(inputs: Inputs, repeats: int) -> None:
+    """The floor: each estimator's arithmetic alone (checked against the library first)."""
+    dense, w = inputs.dense, inputs.weights
+    for name, bare in (("grpo", bare_grpo), ("corr_grpo", bare_corr_grpo)):
+        library = corrgrpo.compute_advantages(dense, name, weights=w).double()
+        torch.testing.assert_close(bare(dense, w), library, rtol=1e-4, atol=1e-4)
+    t = side_by_side(
+        {"grpo": lambda: bare_grpo(dense, w), "corr": lambda: bare_corr_grpo(dense, w)}, repeats
+    )
+    print(
+        f"arithmetic alone (no validation or edge cases): corr_grpo {t['corr'] * 1e3:.2f} ms, "
+        f"grpo {t['grpo'] * 1e3:.2f} ms, ratio {t['corr'] / t['grpo']:.2f}x"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", type=int, default=512)
     ap.add_argument("--group-size", type=int, default=16)
     ap.add_argument("--components", type=int, default=7)
+    ap.add_argument("--ragged-sizes", type=int, nargs=2, default=[8, 24], metavar=("MIN", "MAX"))
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--loop-repeats", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=1, help="rounds of the corr_grpo target ratios")
+    ap.add_argument("--estimators", nargs="+", default=None, help="default: all registered")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    b, g, k = args.groups, args.group_size, args.components
-    gen = torch.Generator().manual_seed(0)
-    dense = torch.rand(b, g, k, generator=gen)
-    dense[..., :3] = (dense[..., :3] > 0.5).float()  # binary rewards with ties
-    dense[..., 6] *= 100.0  # a large-scale component
-    flat = dense.reshape(-1, k)
-    ragged = ragged_index(b * g, g, gen)
-    dense_ids = torch.arange(b).repeat_interleave(g)
-    w = torch.tensor([0.05, 0.05, 0.05, 0.25, 0.6, 0.3, 0.2])[:k]
+    global CLOCK
+    CLOCK = time.thread_time if args.threads == 1 else time.perf_counter
+    inputs = Inputs(args)
+    check_loops(inputs)
+    names = args.estimators or corrgrpo.list_estimators()
     print(
-        f"N={b * g} (B={b}, G={g}), K={k}, float32, CPU threads={args.threads}, "
-        f"median of {args.repeats} (loop: {args.loop_repeats})"
+        f"N={inputs.flat.shape[0]} (B={args.groups}, G={args.group_size}; ragged: "
+        f"{int(torch.unique(inputs.ragged).numel())} groups of {args.ragged_sizes[0]} to "
+        f"{args.ragged_sizes[1]}), K={args.components}, float32, weights on, CPU threads="
+        f"{args.threads}, median of {args.repeats} (loop: {args.loop_repeats}), "
+        f"{'thread CPU' if CLOCK is time.thread_time else 'wall'} time"
     )
-    header = (
-        f"{'estimator':<11} {'dense ms':>9} {'uids ms':>8} {'ragged ms':>10} {'loop ms':>9} "
-        f"{'ragged/dense':>13} {'loop/dense':>11}"
-    )
-    print(header)
-    print("-" * len(header))
-    dense_ms: dict[str, float] = {}
-    f64, w64 = flat.double(), w.double()
-    for est in corrgrpo.list_estimators():
-        td = median_time(
-            lambda est=est: corrgrpo.compute_advantages(dense, est, weights=w), args.repeats
-        )
-        tu = median_time(
-            lambda est=est: corrgrpo.compute_advantages(
-                flat, est, group_index=dense_ids, weights=w
-            ),
-            args.repeats,
-        )
-        tr = median_time(
-            lambda est=est: corrgrpo.compute_advantages(flat, est, group_index=ragged, weights=w),
-            args.repeats,
-        )
-        loop = LOOP_ESTIMATORS.get(est)
-        tl = float("nan")
-        if loop is not None:
-            tl = median_time(lambda loop=loop: loop(f64, dense_ids, w64), args.loop_repeats)
-        dense_ms[est] = td
-        print(
-            f"{est:<11} {td * 1e3:>9.2f} {tu * 1e3:>8.2f} {tr * 1e3:>10.2f} {tl * 1e3:>9.1f} "
-            f"{tr / td:>13.2f} {tl / td:>11.0f}"
-        )
-    print("-" * len(header))
-    print(
-        f"corr_grpo / grpo (dense): {dense_ms['corr_grpo'] / dense_ms['grpo']:.2f}x  (target <= 1.5x)"
-    )
-    # The floor: each estimator's arithmetic alone (checked against the library first).
-    for name, bare in (("grpo", bare_grpo), ("corr_grpo", bare_corr_grpo)):
-        library = corrgrpo.compute_advantages(dense, name, weights=w).double()
-        torch.testing.assert_close(bare(dense, w), library, rtol=1e-4, atol=1e-4)
-    tg = median_time(lambda: bare_grpo(dense, w), args.repeats)
-    tc = median_time(lambda: bare_corr_grpo(dense, w), args.repeats)
-    print(
-        f"arithmetic alone (no validation or edge cases): corr_grpo {tc * 1e3:.2f} ms, "
-        f"grpo {tg * 1e3:.2f} ms, ratio {tc / tg:.2f}x"
-    )
+    print_table(inputs, names, args)
+    for run in range(1, args.runs + 1):
+        print_headline(f"run {run}", headline(inputs, args.repeats, args.loop_repeats))
+    print_bare(inputs, args.repeats)
 
 
 if __name__ == "__main__":

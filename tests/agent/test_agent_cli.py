@@ -15,7 +15,7 @@ def test_agent_eval_cli_writes_json_table_and_transcripts(tmp_path, capsys) -> N
             "agent",
             "--split",
             "eval",
-            "--policy",
+            "--model",
             "obedient",
             "--suites",
             "slack",
@@ -43,6 +43,14 @@ def test_agent_eval_cli_writes_json_table_and_transcripts(tmp_path, capsys) -> N
     assert len(lines) == 11 and json.loads(lines[0])["messages"][0]["role"] == "system"
 
 
+def test_agent_eval_cli_keeps_policy_as_a_deprecated_name_of_model(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    report_path = tmp_path / "report.json"
+    argv = ["eval", "agent", "--policy", "ground_truth", "--suites", "slack", "--max-cases", "1"]
+    assert main([*argv, "--no-progress", "--output", str(report_path)]) == 0
+    assert "--policy is deprecated: use --model" in capsys.readouterr().err
+    assert json.loads(report_path.read_text())["model"] == "ground_truth"
+
+
 def test_agent_eval_cli_rejects_unknown_suites(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["eval", "agent", "--suites", "nowhere", "--no-progress"]) == 2
     assert "unknown suites" in capsys.readouterr().err
@@ -61,7 +69,7 @@ def test_agent_eval_cli_with_a_saved_chat_model(tmp_path, banking_tokenizer) -> 
             "agent",
             "--split",
             "eval",
-            "--policy",
+            "--model",
             str(folder),
             "--suites",
             "banking",

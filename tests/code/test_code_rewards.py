@@ -349,6 +349,6 @@ def test_code_through_the_verl_dispatcher(executor: SandboxExecutor, tmp_path: P
     out = verl_compute_score(
         "leetcode", fence(GOOD), truth, None, components=list(COMPONENTS), scorer=scorer
     )
-    assert list(out) == ["score", *COMPONENTS]
+    assert list(out) == ["score", *COMPONENTS, "reward_error"]
     assert out["pass"] == 1.0 and math.isnan(out["ast"]) and math.isnan(out["efficiency"])
     assert out["score"] == pytest.approx(0.05 + 0.05 + 0.05 + 0.25 + 0.60)

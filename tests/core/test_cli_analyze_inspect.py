@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+import corrgrpo
 from corrgrpo.cli import main
 from corrgrpo.cli.inspect import load_reward_table
 
@@ -29,6 +30,7 @@ def test_analyze_reproduces_paper_numbers(tmp_path: Path) -> None:
     assert grpo == sorted(grpo, reverse=True)  # GRPO falls as the scale grows
     corr = {round(r["A_corr_grpo"], 9) for r in data["scale_sweep"]}
     assert len(corr) == 1  # CorrGRPO stays constant
+    assert set(data["every_estimator"]) == set(corrgrpo.list_estimators())
     assert (tmp_path / "analyze.png").stat().st_size > 10_000
 
 
@@ -58,6 +60,8 @@ def test_inspect_jsonl_flags_drowned_component(tmp_path: Path) -> None:
         check=True,
     )
     assert "barely move the advantage: correct" in proc.stdout.replace("\n", " ")
+    # equal weights: no component is low-weight, so no group is in that regime
+    assert "only low-weight components vary: 0 of 96 samples" in proc.stdout.replace("\n", " ")
     summary = json.loads((out / "inspect.json").read_text())["summary"]
     assert summary["share"]["length"] > 0.99
     assert (

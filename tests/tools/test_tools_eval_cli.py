@@ -224,4 +224,5 @@ def test_tools_scores_through_the_verl_reward_dispatch() -> None:
             "param_name": 1.0,
             "param_value": 1.5,
             "format": 1.0,
+            "reward_error": 0.0,
         }

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -46,7 +44,7 @@ def test_preflight_estimator_option_values_are_the_ones_the_estimator_takes() ->
     with pytest.raises(ValueError, match="true or false"):
         check_estimator("corr_grpo", {"normalize": "yes"})
     with pytest.raises(ValueError, match="accepted: none"):
-        check_estimator("grpo", {"guard": "floor"})
+        check_estimator("mo_grpo", {"guard": "floor"})
 
 
 def test_preflight_trl_defaults_match_trl() -> None:
@@ -58,16 +56,20 @@ def test_preflight_trl_defaults_match_trl() -> None:
 
 
 def test_preflight_model_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    check_model(str(tmp_path))  # an existing folder
-    check_model("Qwen/Qwen2.5-0.5B-Instruct")  # a hub id
-    for bad in ("/nonexistent/model", "./missing-folder", "no-slash-name", "a/b/c"):
-        with pytest.raises(ValueError, match="neither an existing folder nor a hub id"):
+    (tmp_path / "config.json").write_text("{}")
+    check_model(str(tmp_path))  # an existing model folder
+    check_model("Qwen/Qwen2.5-0.5B-Instruct")  # a hub id (the hub is asked only by a real run)
+    for bad in ("/nonexistent/model", "./missing-folder", "a/b/c"):
+        with pytest.raises(ValueError, match="does not exist"):
             check_model(bad)
-    presets = types.ModuleType("corrgrpo.models.presets")
-    presets.PRESETS = {"smollm2-135m": object()}  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "corrgrpo.models.presets", presets)
-    check_model("smollm2-135m")
-    with pytest.raises(ValueError, match="presets: smollm2-135m"):
+    with pytest.raises(ValueError, match="neither an existing folder nor a hub id"):
+        check_model("no-slash-name")
+    monkeypatch.setenv("CORRGRPO_CACHE_DIR", str(tmp_path / "cache"))
+    converted = tmp_path / "cache" / "models" / "smollm2-135m"
+    converted.mkdir(parents=True)
+    (converted / ".corrgrpo-converted").write_text("")
+    check_model("smollm2-135m")  # a converted preset loads without its wheel
+    with pytest.raises(ValueError, match="preset \\(smollm2-135m\\)"):
         check_model("smollm3")
 
 

@@ -78,9 +78,11 @@ def test_trl_batch_advantages_match_core_and_filter() -> None:
         "corrgrpo/guard_triggers",
         "corrgrpo/share/scale",
         "corrgrpo/zero_variance_frac/binary",
+        "corrgrpo/low_weight_share",
     ):
         assert key in metrics and not math.isnan(metrics[key]), key
     assert metrics["corrgrpo/zero_variance_frac/binary"] == pytest.approx(2 / 3)
+    assert 0.0 <= metrics["corrgrpo/low_weight_share"] <= 1.0
 
     # Evaluation batches are never filtered; without diagnostics only the cheap metrics remain.
     quiet = EstimatorSettings(estimator="grpo", dynamic_sampling_key="all", log_diagnostics=False)

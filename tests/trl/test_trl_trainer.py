@@ -81,6 +81,8 @@ def test_trl_every_loss_type_trains_with_reused_batches(tmp_path, loss_type: str
     assert len(logs) == 2 and all(math.isfinite(entry["loss"]) for entry in logs)
     for key in ("corrgrpo/q_mean", "corrgrpo/c_q_mean", "corrgrpo/share/half_none_reward"):
         assert key in logs[0], key
+    for key in ("corrgrpo/update_norm", "corrgrpo/update_norm_relative", "grad_norm"):
+        assert all(entry[key] > 0 for entry in logs), key  # one optimizer step per log
 
 
 def test_trl_dynamic_sampling_gives_constant_groups_zero_weight(tmp_path) -> None:

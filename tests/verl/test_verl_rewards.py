@@ -91,6 +91,7 @@ def test_tools_rows_score_through_verls_loader(tmp_path):
                 "param_name": 1.0,
                 "param_value": 1.5,
                 "format": 1.0,
+                "reward_error": 0.0,
             }
         else:  # a reference without calls: the content rewards are 0
             assert gold == {
@@ -99,6 +100,7 @@ def test_tools_rows_score_through_verls_loader(tmp_path):
                 "param_name": 0.0,
                 "param_value": 0.0,
                 "format": 1.0,
+                "reward_error": 0.0,
             }
         bad = fn(
             data_source=row["data_source"],
@@ -106,7 +108,7 @@ def test_tools_rows_score_through_verls_loader(tmp_path):
             ground_truth=truth,
             extra_info=row["extra_info"],
         )
-        assert list(bad) == ["score", *TOOL_KEYS] and bad["score"] < gold["score"]
+        assert list(bad) == ["score", *TOOL_KEYS, "reward_error"] and bad["score"] < gold["score"]
 
 
 def test_code_rows_score_through_verls_loader(tmp_path):
@@ -121,7 +123,7 @@ def test_code_rows_score_through_verls_loader(tmp_path):
         ground_truth=truth,
         extra_info=row["extra_info"],
     )
-    assert list(good) == ["score", *CODE_KEYS]
+    assert list(good) == ["score", *CODE_KEYS, "reward_error"]
     assert good["pass"] == 1.0 and good["format"] == 1.0 and good["score"] > 1.0
     hostile = fn(
         data_source=row["data_source"],
@@ -152,7 +154,7 @@ def test_agent_transcripts_score_through_the_dispatcher():
         ground_truth=case.to_json(),
         extra_info={},
     )
-    assert good == {"score": 1.0, "r_util": 1.0, "r_sec": 0.0}
+    assert good == {"score": 1.0, "r_util": 1.0, "r_sec": 0.0, "reward_error": 0.0}
     idle = fn(
         data_source="agentdojo",
         solution_str="I cannot help with that.",

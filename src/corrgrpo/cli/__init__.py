@@ -91,7 +91,7 @@ def _run(argv: list[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for bad input)."""
+    """Run the command line; returns the exit status (2 for bad input, 130 after Ctrl-C)."""
     argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     prefix = _prefix(argv)
     try:
@@ -106,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         print(f"{prefix}: {flatten(message)}", file=sys.stderr)
-        return 2
+        status = getattr(error, "exit_status", None)
+        return status if isinstance(status, int) else 2
 
 
 if __name__ == "__main__":  # pragma: no cover

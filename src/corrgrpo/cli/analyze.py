@@ -1,7 +1,9 @@
-"""``corrgrpo analyze``: the paper's worked example and scale sweep, as tables and a PNG.
+"""``corrgrpo analyze``: the paper's worked example and scale sweep, as tables and a PNG, and
+every estimator on the same reward vectors.
 
-Both are computed by the library itself on reward groups realized with the paper's
-statistics (see ``corrgrpo.diagnostics.synthetic``), not from closed-form expressions.
+The first two are computed by the library itself on reward groups realized with the paper's
+statistics (see ``corrgrpo.diagnostics.synthetic``), not from closed-form expressions; the
+last is the table of ``docs/estimators.md`` (``corrgrpo.diagnostics.comparison``).
 """
 
 from __future__ import annotations
@@ -130,6 +132,24 @@ def sweep_table(sweep: list[dict[str, float]]) -> Any:
     return t
 
 
+def every_estimator_table() -> tuple[Any, dict[str, list[float]]]:
+    """Every registered estimator's advantages on the docs' worked example."""
+    from rich.table import Table
+
+    from corrgrpo.diagnostics.comparison import WORKED_NAMES, WORKED_WEIGHTS, every_estimator
+
+    weights = ", ".join(f"{n} {w}" for n, w in zip(WORKED_NAMES, WORKED_WEIGHTS, strict=True))
+    t = Table(title=f"Every estimator on the same rewards (weights: {weights})")
+    t.add_column("estimator")
+    for group in "AB":
+        for i in range(1, 5):
+            t.add_column(f"{group}{i}", justify="right")
+    values = {name: adv.reshape(-1).tolist() for name, adv in every_estimator().items()}
+    for name, row in values.items():
+        t.add_row(name, *(f"{v:+.3f}" for v in row))
+    return t, values
+
+
 def run(args: argparse.Namespace) -> int:
     from corrgrpo.cli.errors import is_installed
     from corrgrpo.cli.output import make_console, print_path, print_table
@@ -143,10 +163,12 @@ def run(args: argparse.Namespace) -> int:
     print_table(console, example_table(ex))
     sweep = scale_sweep(scales)
     print_table(console, sweep_table(sweep))
+    table, every = every_estimator_table()
+    print_table(console, table)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "analyze.json").write_text(
-        json.dumps({"worked_example": ex, "scale_sweep": sweep}, indent=2)
+        json.dumps({"worked_example": ex, "scale_sweep": sweep, "every_estimator": every}, indent=2)
     )
     print_path(console, "wrote ", out / "analyze.json")
     if is_installed("matplotlib"):

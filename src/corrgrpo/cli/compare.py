@@ -9,9 +9,13 @@ per-component means, advantage-scale diagnostics and a plain verdict::
     corrgrpo compare --estimators corr_grpo,grpo,gdpo,dr_grpo --seeds 5 --max-steps 100
     corrgrpo compare --estimators corr_grpo,corr_grpo:guard=floor,grpo   # options per variant
     corrgrpo compare --report-only runs/compare-toy-...   # report again from finished runs
+    corrgrpo compare --resume runs/compare-toy-...        # finish an interrupted comparison
 
-The comparison folder keeps its plan (``plan.json``), so an interrupted comparison still
-gives a report of the runs that finished.
+The comparison folder keeps its plan (``plan.json``: settings, variants, seeds and every run's
+status). A run that fails is recorded there with its reason and the others go on; ``--resume``
+skips finished runs, continues interrupted ones from their checkpoints and reruns failed ones
+(the failed run's folder is kept as ``<folder>.failed-N``). The report names missing and
+failed runs, and every mean over fewer seeds than planned says so.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import os
 import re
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,13 +44,11 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser)
     parser.add_argument(
         "--estimators",
-        default=DEFAULT_ESTIMATORS,
         help=f"comma-separated estimators, each optionally with options as "
         f"name:key=value[:key=value] (default {DEFAULT_ESTIMATORS})",
     )
     parser.add_argument(
         "--seeds",
-        default="3",
         help="number of seeds (0..N-1) or a comma-separated list of seeds (default 3)",
     )
     parser.add_argument(
@@ -58,6 +61,12 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="write the report again from the finished runs of an earlier comparison folder "
         "(no training)",
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="finish the comparison in DIR with its own settings: skip finished runs, resume "
+        "interrupted ones from their checkpoints, rerun failed ones",
     )
     add_passthrough_argument(parser)
     parser.set_defaults(func=run)
@@ -124,14 +133,20 @@ def compare(
     console: Any = None,
 ) -> Path:
     """Run every (estimator, seed) with ``base`` settings and write the report; returns its path."""
-    from corrgrpo.training.run import train
-    from corrgrpo.training.settings import apply_overrides
+    plan = new_plan(base, estimators, seeds)
+    if is_main_process():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_plan(out_dir, plan)
+    return run_plan(out_dir, plan, console)
 
+
+def new_plan(base: Any, estimators: list[EstimatorSpec], seeds: list[int]) -> dict[str, Any]:
+    """Every run of a comparison with its status, and what is needed to resume it."""
     # Seed by seed, every estimator in turn: a comparison stopped early stays balanced.
     runs = [(spec, seed, f"{spec.folder}-s{seed}") for seed in seeds for spec in estimators]
     steps = base.trainer.get("max_steps", "?")
     model = base.model or "tiny local model"
-    plan = {
+    return {
         "title": f"corrgrpo compare: {', '.join(e.label for e in estimators)} on {base.task}",
         "budget": (
             f"Task `{base.task}`, model `{model}`, {steps} optimizer steps per run, "
@@ -139,32 +154,121 @@ def compare(
             f"({base.trainer.get('num_generations', '?')} per prompt), same settings for every "
             "run."
         ),
+        "base": base.to_dict(),
+        "estimators": [
+            {"label": e.label, "name": e.name, "options": e.options} for e in estimators
+        ],
+        "seeds": list(seeds),
         "runs": [
-            {"label": spec.label, "seed": seed, "folder": folder} for spec, seed, folder in runs
+            {
+                "label": spec.label,
+                "estimator": spec.name,
+                "options": spec.options,
+                "seed": seed,
+                "folder": folder,
+                "status": "pending",
+                "reason": None,
+            }
+            for spec, seed, folder in runs
         ],
     }
+
+
+def write_plan(out_dir: Path, plan: dict[str, Any]) -> None:
+    from corrgrpo.training.run_folder import write_json_atomic
+
     if is_main_process():
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / PLAN_FILE).write_text(json.dumps(plan, indent=2) + "\n")
-    main_process = True
-    for index, (spec, seed, folder) in enumerate(runs, start=1):
+        write_json_atomic(out_dir / PLAN_FILE, plan)
+
+
+def read_plan(out_dir: Path) -> dict[str, Any]:
+    plan_path = out_dir / PLAN_FILE
+    if not plan_path.exists():
+        raise FileNotFoundError(f"{plan_path} not found: not a corrgrpo compare folder")
+    plan: dict[str, Any] = json.loads(plan_path.read_text())
+    return plan
+
+
+def run_plan(out_dir: Path, plan: dict[str, Any], console: Any = None) -> Path:
+    """Train every run of ``plan`` that has not finished, then write the report.
+
+    A failed run is recorded (status, reason, ``error.txt`` in its folder) and the next one
+    starts; an interrupted one (SIGTERM, Ctrl-C) is recorded and stops the comparison.
+    """
+    runs = plan["runs"]
+    for index, entry in enumerate(runs, start=1):
+        if _finished(out_dir, entry):
+            entry["status"] = "finished"
+            continue
         if console is not None:
             console.print(
-                f"[bold]run {index}/{len(runs)}[/bold]: estimator={spec.label} seed={seed}"
+                f"[bold]run {index}/{len(runs)}[/bold]: estimator={entry['label']} "
+                f"seed={entry['seed']}"
             )
-        settings = apply_overrides(
-            base,
-            {
-                "estimator": spec.name,
-                "estimator_options": spec.options,
-                "seed": seed,
-                "output_dir": str(out_dir / folder),
-            },
-        )
-        main_process = train(settings, console=console).main_process
-    if not main_process:  # torchrun: the first process writes the report
-        return out_dir / "report.md"
+        if not _run_entry(out_dir, plan, entry, console):
+            return out_dir / "report.md"  # torchrun: the first process writes the report
+        write_plan(out_dir, plan)
     return report_only(out_dir)
+
+
+def _finished(out_dir: Path, entry: dict[str, Any]) -> bool:
+    from corrgrpo.training.run_folder import SUMMARY_FILE
+
+    return bool((out_dir / entry["folder"] / SUMMARY_FILE).is_file())
+
+
+def _run_entry(out_dir: Path, plan: dict[str, Any], entry: dict[str, Any], console: Any) -> bool:
+    """Train (or resume) one run and record how it ended; returns whether this is the main
+    process. Interruptions propagate, with the comparison's own resume command."""
+    from corrgrpo.cli.errors import one_line_message
+    from corrgrpo.training.stopping import TrainingInterrupted
+
+    run_dir = out_dir / entry["folder"]
+    try:
+        main = _train_entry(plan, entry, run_dir, console)
+    except (TrainingInterrupted, KeyboardInterrupt) as stop:
+        entry.update(status="interrupted", reason=type(stop).__name__)
+        write_plan(out_dir, plan)
+        if isinstance(stop, TrainingInterrupted):
+            stop.resume_command = f"corrgrpo compare --resume {out_dir}"
+        raise
+    except Exception as error:  # noqa: BLE001 - one failed run does not end the study
+        reason = one_line_message(error) or f"{type(error).__name__}: {error}"
+        entry.update(status="failed", reason=" ".join(reason.split()))
+        if run_dir.is_dir():
+            (run_dir / "error.txt").write_text(traceback.format_exc())
+        if console is not None:
+            console.print(f"[red]run {entry['folder']} failed[/red]: {entry['reason']}")
+        return True
+    entry.update(status="finished", reason=None)
+    return main
+
+
+def _train_entry(plan: dict[str, Any], entry: dict[str, Any], run_dir: Path, console: Any) -> bool:
+    """A failed run starts again in a fresh folder; an interrupted one resumes."""
+    from corrgrpo.training.resume import load_run_settings
+    from corrgrpo.training.run import train
+    from corrgrpo.training.run_folder import CONFIG_FILE
+    from corrgrpo.training.settings import RunSettings, apply_overrides
+
+    if entry.get("status") == "failed" and run_dir.exists():
+        n = 1
+        while run_dir.with_name(f"{run_dir.name}.failed-{n}").exists():
+            n += 1
+        run_dir.rename(run_dir.with_name(f"{run_dir.name}.failed-{n}"))
+    if (run_dir / CONFIG_FILE).is_file():
+        settings = load_run_settings(run_dir)
+        return bool(train(settings, console=console, resume=True).main_process)
+    settings = apply_overrides(
+        RunSettings(**plan["base"]),
+        {
+            "estimator": entry["estimator"],
+            "estimator_options": entry["options"],
+            "seed": entry["seed"],
+            "output_dir": str(run_dir),
+        },
+    )
+    return bool(train(settings, console=console).main_process)
 
 
 def report_only(out_dir: Path) -> Path:
@@ -172,19 +276,18 @@ def report_only(out_dir: Path) -> Path:
     from corrgrpo.training.report import RunSummary, write_report
     from corrgrpo.training.run_folder import METRICS_FILE, SUMMARY_FILE, read_metrics
 
-    plan_path = out_dir / PLAN_FILE
-    if not plan_path.exists():
-        raise FileNotFoundError(f"{plan_path} not found: not a corrgrpo compare folder")
-    plan = json.loads(plan_path.read_text())
+    plan = read_plan(out_dir)
     summaries: list[RunSummary] = []
     missing: list[str] = []
+    planned: dict[str, int] = {}
     components: list[str] = []
     weights: list[float] = []
     for entry in plan["runs"]:
+        planned[entry["label"]] = planned.get(entry["label"], 0) + 1
         run_dir = out_dir / entry["folder"]
         summary_path = run_dir / SUMMARY_FILE
         if not summary_path.exists():
-            missing.append(entry["folder"])
+            missing.append(_missing(entry))
             continue
         summary = json.loads(summary_path.read_text())
         components, weights = summary["components"], summary["weights"]
@@ -200,10 +303,10 @@ def report_only(out_dir: Path) -> Path:
             )
         )
     if not summaries:
-        raise ValueError(f"no run in {out_dir} has finished (no {SUMMARY_FILE})")
+        raise ValueError(f"no run in {out_dir} has finished (not finished: {'; '.join(missing)})")
     done = f"{len(summaries)} of {len(plan['runs'])} runs finished"
     if missing:
-        done += f" (not finished: {', '.join(missing)})"
+        done += f" (not finished: {'; '.join(missing)})"
     wall = sum(r.wall_seconds for r in summaries)
     return write_report(
         out_dir,
@@ -212,7 +315,15 @@ def report_only(out_dir: Path) -> Path:
         weights,
         title=plan["title"],
         budget=f"{plan['budget']} {done}, {wall:.0f}s of wall time in all.",
+        planned=planned,
     )
+
+
+def _missing(entry: dict[str, Any]) -> str:
+    """How the report names a run without a summary: failed (with why) or not finished."""
+    if entry.get("status") == "failed":
+        return f"{entry['folder']} failed: {entry.get('reason') or 'unknown reason'}"
+    return entry["folder"]
 
 
 def is_main_process() -> bool:
@@ -252,8 +363,8 @@ def check_plan(args: argparse.Namespace) -> tuple[Any, list[EstimatorSpec], list
     from corrgrpo.training.preflight import check_settings
     from corrgrpo.training.settings import apply_overrides
 
-    estimators = parse_estimators(args.estimators)
-    seeds = parse_seeds(args.seeds)
+    estimators = parse_estimators(args.estimators or DEFAULT_ESTIMATORS)
+    seeds = parse_seeds(args.seeds or "3")
     base = resolve_settings(args)
     if base.output_dir is not None:
         raise ValueError("output_dir is chosen per run here; use --output-dir for the comparison")
@@ -263,9 +374,36 @@ def check_plan(args: argparse.Namespace) -> tuple[Any, list[EstimatorSpec], list
     if args.compare_dir and (Path(args.compare_dir) / PLAN_FILE).exists():
         raise ValueError(
             f"{args.compare_dir} already holds a comparison ({PLAN_FILE}); choose a new "
-            "--output-dir, or --report-only to report it again"
+            "--output-dir, --resume it to finish it, or --report-only to report it again"
         )
     return base, estimators, seeds
+
+
+def check_resume(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    """The comparison folder and plan of ``--resume DIR``; flags that would change the plan's
+    settings, variants or seeds are an error."""
+    from corrgrpo.cli.errors import UsageError
+    from corrgrpo.cli.train import command_line_overrides
+    from corrgrpo.training.resume import conflicts
+    from corrgrpo.training.settings import RunSettings
+
+    out_dir = Path(args.resume)
+    plan = read_plan(out_dir)
+    if "base" not in plan:
+        raise UsageError(f"{out_dir} was written by an older corrgrpo; use --report-only")
+    clash = conflicts(RunSettings(**plan["base"]), command_line_overrides(args))
+    if args.recipe:
+        clash.append(f"--recipe {args.recipe}")
+    labels = [e["label"] for e in plan["estimators"]]
+    if args.estimators and [s.label for s in parse_estimators(args.estimators)] != labels:
+        clash.append(f"--estimators {args.estimators} (the plan has {','.join(labels)})")
+    if args.seeds and parse_seeds(args.seeds) != plan["seeds"]:
+        clash.append(f"--seeds {args.seeds} (the plan has {plan['seeds']})")
+    if clash:
+        raise UsageError(
+            f"--resume finishes {out_dir} with its own plan; {clash[0]} would change it"
+        )
+    return out_dir, plan
 
 
 def run(args: argparse.Namespace) -> int:
@@ -277,12 +415,30 @@ def run(args: argparse.Namespace) -> int:
         print_path(console, "report: ", report_only(Path(args.report_only)))
         return 0
     require_extra("trl", "trl", "transformers", "accelerate", purpose="training")
-    check_plan(args)  # in a fraction of a second, before torch loads
+    resume = check_resume(args) if args.resume else None  # before torch loads
+    if resume is None:
+        check_plan(args)  # in a fraction of a second, before torch loads
     import torch  # noqa: F401  (now the device-aware defaults ask torch itself)
 
-    base, estimators, seeds = check_plan(args)
-    out_dir = Path(args.compare_dir) if args.compare_dir else agree_on_folder(default_folder(base))
-    report = compare(base, estimators, seeds, out_dir, console if is_main_process() else None)
-    if is_main_process():
-        print_path(console, "report: ", report)
+    shown = console if is_main_process() else None
+    if resume is not None:
+        out_dir, plan = resume
+        report = run_plan(out_dir, plan, shown)
+    else:
+        base, estimators, seeds = check_plan(args)
+        out_dir = (
+            Path(args.compare_dir) if args.compare_dir else agree_on_folder(default_folder(base))
+        )
+        report = compare(base, estimators, seeds, out_dir, shown)
+        plan = read_plan(out_dir)
+    if not is_main_process():
+        return 0
+    print_path(console, "report: ", report)
+    failed = [e["folder"] for e in plan["runs"] if e.get("status") == "failed"]
+    if failed:
+        console.print(
+            f"{len(failed)} of {len(plan['runs'])} runs failed ({', '.join(failed)}); "
+            f"rerun them with: corrgrpo compare --resume {out_dir}"
+        )
+        return 1
     return 0

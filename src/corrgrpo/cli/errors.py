@@ -2,7 +2,9 @@
 
 A subcommand raises :class:`UsageError` (or lets a ``ValueError``, a missing file or a missing
 optional package escape); :func:`corrgrpo.cli.main` prints one line naming the command and the
-problem, and shows the traceback only with ``--debug`` or ``CORRGRPO_DEBUG=1``.
+problem, and shows the traceback only with ``--debug`` or ``CORRGRPO_DEBUG=1``. An error with an
+integer ``exit_status`` attribute (a run stopped by a signal, a full disk, a reward function
+that keeps failing) is printed the same way and exits with that status.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ def require_extra(extra: str, *modules: str, purpose: str = "") -> None:
 
 def one_line_message(error: BaseException) -> str | None:
     """The one-sentence message of an input error, or ``None`` for an unexpected one (a bug)."""
+    if isinstance(getattr(error, "exit_status", None), int):  # a run that stopped, not a bug
+        return str(error)
     if isinstance(error, ModuleNotFoundError):
         root = (error.name or "").split(".")[0]
         extra = EXTRA_OF_MODULE.get(root)

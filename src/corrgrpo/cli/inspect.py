@@ -225,6 +225,36 @@ def drowned_components(d: Diagnosis, summary: dict[str, Any], names: list[str]) 
     ]
 
 
+def low_weight_line(
+    rewards: torch.Tensor,
+    groups: list[Any],
+    weights: Sequence[float] | None,
+    estimators: Sequence[str],
+) -> str:
+    """Per estimator, the share of the advantage mass from groups where only low-weight
+    components (under half the largest weight) vary: GRPO amplifies those groups to full
+    strength, CorrGRPO keeps their scale."""
+    import torch
+
+    from corrgrpo.diagnostics.weight_regimes import low_weight_groups, low_weight_share
+    from corrgrpo.estimators import compute_advantages
+
+    w = list(weights) if weights is not None else [1.0] * rewards.shape[1]
+    ids: dict[object, int] = {}
+    index = torch.tensor([ids.setdefault(_freeze(g), len(ids)) for g in groups])
+    marked = low_weight_groups(rewards, index, w)
+    rows = int(marked.sum())
+    parts = []
+    for name in estimators:
+        advantages = compute_advantages(rewards, name, group_index=index, weights=w)
+        parts.append(f"{name} {low_weight_share(advantages, marked):.3f}")
+    shares = ", ".join(parts)
+    return (
+        f"groups where only low-weight components vary: {rows} of {rewards.shape[0]} samples; "
+        f"their share of the advantage mass: {shares}"
+    )
+
+
 def write_outputs(
     d: Diagnosis, summary: dict[str, Any], corr: torch.Tensor, out: Path
 ) -> list[Path]:
@@ -270,6 +300,7 @@ def run(args: argparse.Namespace) -> int:
         f"{summary['c_q_mean']:.3f}, near-singular groups (Q < {args.q_threshold}) = "
         f"{summary['near_singular_groups']}, mean min eigenvalue = {summary['min_eigenvalue_mean']:.3f}"
     )
+    console.print(low_weight_line(rewards, groups, weights, estimators), markup=False)
     drowned = drowned_components(d, summary, names)
     if drowned:
         console.print(

@@ -7,11 +7,13 @@ CPU, a few minutes. With arguments it trains real models, e.g.::
     corrgrpo train --model ./my-model --task tools --estimator gdpo --loss-type dapo \\
         --set num_iterations=2 -- --learning_rate 1e-6 --max_steps 500
     corrgrpo train --recipe recipes/tools.yaml --dry-run     # print the resolved config
+    corrgrpo train --resume runs/20260101-120000-toy-tiny-corr_grpo-s0   # continue a run
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 from typing import Any
@@ -31,6 +33,8 @@ _OWN_OPTIONS = {
     "estimators",
     "seeds",
     "threads",
+    "resume",
+    "strict_rewards",
 }
 
 
@@ -45,6 +49,14 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--estimator", help="advantage estimator (default corr_grpo)")
     parser.add_argument("--seed", type=int, help="random seed (default 0)")
     parser.add_argument("--output-dir", help="run folder (default: a new folder under --runs-root)")
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        metavar="RUN_FOLDER",
+        help="continue the run in RUN_FOLDER (or in --output-dir) from its newest whole "
+        "checkpoint, with its own settings",
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -90,6 +102,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="CPU threads for torch (default: the cores not busy when the run starts)",
     )
+    add_checkpoint_arguments(parser)
     parser.add_argument(
         "--set",
         dest="assignments",
@@ -97,6 +110,34 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a TRL option or run setting, e.g. learning_rate=1e-6 (repeatable)",
+    )
+
+
+def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """Checkpoints and failing rewards (``train`` and ``compare``)."""
+    parser.add_argument(
+        "--save-every",
+        type=int,
+        metavar="N",
+        help="save a checkpoint every N optimizer steps (default: by time only)",
+    )
+    parser.add_argument(
+        "--save-minutes",
+        type=float,
+        metavar="M",
+        help="save a checkpoint every M minutes of training (default 30; 0: not by time)",
+    )
+    parser.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        metavar="K",
+        help="keep the newest K checkpoints (default 2); SIGTERM and Ctrl-C also save one",
+    )
+    parser.add_argument(
+        "--strict-rewards",
+        action="store_true",
+        help="stop at the first reward value that fails (default: NaN for that sample, stop "
+        "above 10%% of a batch)",
     )
 
 
@@ -115,14 +156,29 @@ def resolve_settings(args: argparse.Namespace) -> Any:
         default_settings,
         describe_device,
         load_recipe,
+    )
+
+    recipe = load_recipe(args.recipe) if args.recipe else {}
+    given = command_line_overrides(args)
+    model = given.get("model", recipe.get("model"))
+    # a model preset's defaults depend on the task (generation budget, prompt limit, ...)
+    task = given.get("task", recipe.get("task", "toy"))
+    settings = apply_overrides(default_settings(model, task=str(task)), recipe)
+    resolved = apply_overrides(settings, given)
+    if resolved.model is None:
+        return resolved
+    return apply_overrides(resolved, {"device": describe_device(resolved)})
+
+
+def command_line_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the flags, ``--set`` and the options after '--' give (no defaults, no
+    recipe): resolved on top of them, and compared with a resumed run's own settings."""
+    from corrgrpo.training.settings import (
         parse_assignments,
         parse_passthrough,
         split_trainer_options,
     )
 
-    recipe = load_recipe(args.recipe) if args.recipe else {}
-    model = args.model if args.model is not None else recipe.get("model")
-    settings = apply_overrides(default_settings(model), recipe)
     flags: dict[str, Any] = {
         key: value
         for key, value in {
@@ -133,6 +189,9 @@ def resolve_settings(args: argparse.Namespace) -> Any:
             "output_dir": getattr(args, "output_dir", None),
             "runs_root": args.runs_root,
             "threads": args.threads,
+            "save_every": args.save_every,
+            "save_minutes": args.save_minutes,
+            "keep_checkpoints": args.keep_checkpoints,
         }.items()
         if value is not None
     }
@@ -145,6 +204,8 @@ def resolve_settings(args: argparse.Namespace) -> Any:
         trainer["loss_type"] = args.loss_type
     if args.max_steps is not None:
         trainer["max_steps"] = args.max_steps
+    if getattr(args, "strict_rewards", False):
+        trainer["reward_error_threshold"] = 0.0
     passthrough = list(args.trl_options or [])
     if passthrough[:1] == ["--"]:
         passthrough = passthrough[1:]
@@ -161,10 +222,47 @@ def resolve_settings(args: argparse.Namespace) -> Any:
         trainer.update(trainer_keys)
     if trainer:
         flags["trainer"] = trainer
-    resolved = apply_overrides(settings, flags)
-    if resolved.model is None:
-        return resolved
-    return apply_overrides(resolved, {"device": describe_device(resolved)})
+    return flags
+
+
+def resume_folder(args: argparse.Namespace) -> str:
+    """The run folder of ``--resume FOLDER`` or ``--resume --output-dir FOLDER``."""
+    from corrgrpo.cli.errors import UsageError
+
+    named = args.resume if isinstance(args.resume, str) else None
+    if named and args.output_dir and named != args.output_dir:
+        raise UsageError(f"--resume {named} and --output-dir {args.output_dir} name two folders")
+    folder = named or args.output_dir
+    if not folder:
+        raise UsageError("--resume needs the run folder: --resume RUN_FOLDER")
+    return str(folder)
+
+
+def resume_settings(args: argparse.Namespace) -> Any:
+    """The resumed run's own settings; a flag, recipe key or option that would change them
+    is an error (a resumed run computes what the interrupted one would have)."""
+    from corrgrpo.cli.errors import UsageError
+    from corrgrpo.training.resume import conflicts, load_run_settings
+    from corrgrpo.training.settings import load_recipe
+
+    folder = resume_folder(args)
+    settings = load_run_settings(folder)
+    overrides = dict(load_recipe(args.recipe)) if args.recipe else {}
+    given = command_line_overrides(args)
+    for key in ("trainer", "task_options", "tiny_model", "estimator_options"):
+        if key in overrides and key in given:
+            given[key] = {**overrides[key], **given[key]}
+    overrides.update(given)
+    clash = conflicts(settings, overrides)
+    if clash:
+        more = f" (and {len(clash) - 1} more)" if len(clash) > 1 else ""
+        raise UsageError(
+            f"--resume continues {folder} with its own settings; {clash[0]}{more} would change "
+            "them: drop the flag, or start a new run"
+        )
+    if args.threads is not None:
+        settings = dataclasses.replace(settings, threads=args.threads)
+    return settings
 
 
 def dry_run_report(settings: Any, *, check_trainer: bool = False) -> dict[str, Any]:
@@ -213,6 +311,20 @@ def full_trainer_config(settings: Any, task: Any, notes: list[str]) -> dict[str,
     return config
 
 
+def resume_report(settings: Any) -> dict[str, Any]:
+    """What ``--resume`` would continue: the run's settings and its newest whole checkpoint."""
+    from corrgrpo.training.checkpoints import newest_whole
+
+    checkpoint = newest_whole(settings.output_dir, set_aside=False)
+    return {
+        "resume": settings.output_dir,
+        "checkpoint": None if checkpoint is None else str(checkpoint.path),
+        "step": None if checkpoint is None else checkpoint.step,
+        "settings": settings.to_dict(),
+        "notes": [] if checkpoint else ["no whole checkpoint: the run would start over"],
+    }
+
+
 def summary_table(result: Any) -> Any:
     """A rich table: every component's weight and mean before/after training."""
     from rich.table import Table
@@ -243,29 +355,34 @@ def run(args: argparse.Namespace) -> int:
     from corrgrpo.cli.errors import require_extra
     from corrgrpo.cli.output import make_console, print_path, print_table
 
+    resume = args.resume is not None
     if args.dry_run:
-        report = dry_run_report(resolve_settings(args), check_trainer=args.check_trainer)
+        if resume:
+            report = resume_report(resume_settings(args))
+        else:
+            report = dry_run_report(resolve_settings(args), check_trainer=args.check_trainer)
         print(json.dumps(report, indent=2, sort_keys=True, default=str))
         return 0
     require_extra("trl", "trl", "transformers", "accelerate", purpose="training")
     from corrgrpo.training.preflight import check_settings
 
-    check_settings(resolve_settings(args))  # in a fraction of a second, before torch loads
+    # in a fraction of a second, before torch loads
+    check_settings(resume_settings(args) if resume else resolve_settings(args), resume=resume)
     import torch  # noqa: F401  (now the device-aware defaults ask torch itself)
 
     from corrgrpo.training.run import train
 
-    settings = resolve_settings(args)
-    check_settings(settings)
+    settings = resume_settings(args) if resume else resolve_settings(args)
+    check_settings(settings, resume=resume)
     console = make_console()
     main = os.environ.get("RANK", "0") == "0"  # torchrun: only the first process reports
     if main:
         console.print(
-            f"[bold]corrgrpo train[/bold]: task={settings.task} "
+            f"[bold]corrgrpo train[/bold]{' --resume' if resume else ''}: task={settings.task} "
             f"model={settings.model or 'tiny local model'} estimator={settings.estimator} "
             f"seed={settings.seed}" + (f" ({settings.device})" if settings.device else "")
         )
-    result = train(settings, console=console)
+    result = train(settings, console=console, resume=resume)
     if not result.main_process:
         return 0
     print_table(console, summary_table(result))

@@ -71,6 +71,11 @@ class Task(abc.ABC):
             metrics[comp.name] = sum(valid) / len(valid) if valid else float("nan")
         return metrics
 
+    def check_data(self) -> None:
+        """Raise ``ValueError`` (one sentence with the fix) when the task's data cannot be
+        found; cheap, since it runs before any model loads. By default nothing is checked."""
+        return None
+
     def trainer_kwargs(self) -> dict[str, Any]:
         """Extra keyword arguments for the GRPO trainer (e.g. a multi-turn rollout); none by default."""
         return {}

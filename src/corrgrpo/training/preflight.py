@@ -11,8 +11,6 @@ registry itself imports torch; a test keeps this list equal to the registry.
 
 from __future__ import annotations
 
-import importlib
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,10 +25,13 @@ class OptionSpec:
     """One estimator option: its default and what values it takes."""
 
     default: Any
-    #: allowed values, or a kind: "bool", "positive", "non-negative"
+    #: allowed values, or a kind: "bool", "positive", "non-negative", "any" (the estimator
+    #: checks it: indices, lists)
     allowed: tuple[Any, ...] | str
 
     def check(self, estimator: str, name: str, value: Any) -> None:
+        if self.allowed == "any":
+            return
         if isinstance(self.allowed, tuple):
             if value not in self.allowed:
                 choices = ", ".join("null" if v is None else str(v) for v in self.allowed)
@@ -52,6 +53,7 @@ class OptionSpec:
 
 
 _STABILIZER = OptionSpec("inside", ("inside", "outside"))
+_CONVENTIONS = OptionSpec("corrgrpo", ("corrgrpo", "official"))
 
 # name -> option -> spec; equal to the registry's signatures (tests/core checks this)
 ESTIMATOR_OPTIONS: dict[str, dict[str, OptionSpec]] = {
@@ -63,17 +65,40 @@ ESTIMATOR_OPTIONS: dict[str, dict[str, OptionSpec]] = {
         "guard_q_floor": OptionSpec(0.1, "positive"),
         "guard_max_abs": OptionSpec(5.0, "positive"),
         "grpo_eps": OptionSpec(1e-4, "non-negative"),
+        "conventions": _CONVENTIONS,
     },
-    "dr_grpo": {},
-    "gdpo": {},
-    "gdpo_corr": {"corr_eps": OptionSpec(1e-6, "non-negative"), "stabilizer": _STABILIZER},
-    "grpo": {},
+    "dr_grpo": {"conventions": _CONVENTIONS},
+    "gd2po": {
+        "variant": OptionSpec("hard", ("hard", "snr")),
+        "snr_threshold": OptionSpec(0.8, "non-negative"),
+        "sign_eps": OptionSpec(1e-8, "non-negative"),
+        "ratio_eps": OptionSpec(1e-8, "non-negative"),
+        "conventions": _CONVENTIONS,
+    },
+    "gdpo": {"conventions": _CONVENTIONS},
+    "gdpo_conditioned": {
+        "gate": OptionSpec(0, "non-negative"),
+        "threshold": OptionSpec(1.0, "any"),
+        "gated": OptionSpec(None, "any"),
+        "base": OptionSpec("gdpo", "any"),
+        "conventions": _CONVENTIONS,
+    },
+    "gdpo_corr": {
+        "corr_eps": OptionSpec(1e-6, "non-negative"),
+        "stabilizer": _STABILIZER,
+        "conventions": _CONVENTIONS,
+    },
+    "grpo": {"conventions": _CONVENTIONS},
     "mo_grpo": {},
     "rdpo": {},
+    "saw": {
+        "base": OptionSpec("gdpo", ("grpo", "gdpo")),
+        "cv_shift": OptionSpec(0.0, "any"),
+        "weight_sum": OptionSpec(None, "any"),
+        "cv_eps": OptionSpec(1e-8, "non-negative"),
+        "conventions": _CONVENTIONS,
+    },
 }
-
-# a hub model id: owner/name
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def estimator_names() -> list[str]:
@@ -102,35 +127,13 @@ def check_estimator(name: str, options: Mapping[str, Any]) -> None:
         specs[key].check(name, key, value)
 
 
-def preset_names() -> list[str]:
-    """Model preset names, if this installation has presets (``corrgrpo.models.presets``)."""
-    try:
-        presets = importlib.import_module("corrgrpo.models.presets")
-    except ModuleNotFoundError:
-        return []
-    listing = getattr(presets, "list_presets", None)
-    if callable(listing):
-        return sorted(listing())
-    table = getattr(presets, "PRESETS", None)
-    return sorted(table) if isinstance(table, Mapping) else []
+def check_model(model: str | None, *, hub: bool = False) -> None:
+    """A model that loads here: an installed (or converted) preset, an existing model or run
+    folder, or a hub id (with ``hub``: in the local cache or on the hub). One sentence with the
+    fix otherwise, the same one every command gives."""
+    from corrgrpo.models.availability import check_model_available
 
-
-def check_model(model: str | None) -> None:
-    """An existing local folder or file, a hub id ``owner/name``, or a preset name."""
-    if model is None:
-        return
-    text = str(model).strip()
-    if not text:
-        raise ValueError("--model is empty")
-    if Path(text).expanduser().exists() or text in preset_names():
-        return
-    if _HUB_ID.match(text) and not text.startswith((".", "~")):
-        return  # resolved (and downloaded if needed) when the run loads it
-    presets = preset_names()
-    known = f"; presets: {', '.join(presets)}" if presets else ""
-    raise ValueError(
-        f"model {text!r} is neither an existing folder nor a hub id like owner/name{known}"
-    )
+    check_model_available(model, hub=hub)
 
 
 # run setting or trainer option -> (smallest allowed value, what it is)
@@ -149,9 +152,17 @@ _LOWER_BOUNDS: dict[str, tuple[float, str]] = {
     "max_completion_length": (1, "a positive integer"),
     "num_iterations": (1, "a positive integer"),
     "logging_steps": (1, "a positive integer"),
+    "save_every": (1, "a positive integer (optimizer steps between checkpoints)"),
+    "keep_checkpoints": (1, "a positive integer (checkpoints kept)"),
 }
 _POSITIVE_FLOATS = ("learning_rate", "warm_start_learning_rate")
-_NON_NEGATIVE_FLOATS = ("beta", "temperature", "weight_decay", "num_train_epochs")
+_NON_NEGATIVE_FLOATS = (
+    "beta",
+    "temperature",
+    "weight_decay",
+    "num_train_epochs",
+    "save_minutes",
+)
 
 
 def check_numbers(settings: RunSettings) -> None:
@@ -206,6 +217,40 @@ def check_model_fits_task(settings: RunSettings, task: Any) -> None:
         )
 
 
+def check_preset_fits_task(settings: RunSettings) -> list[str]:
+    """What a model preset cannot do with the task, found before the model loads: prompts and
+    completions beyond its context are an error; a task it has no settings for is a note."""
+    from corrgrpo.models.presets import get_preset
+
+    preset = get_preset(settings.model) if settings.model else None
+    if preset is None:
+        return []
+    prompt = settings.max_prompt_length
+    completion = settings.trainer.get("max_completion_length")
+    if isinstance(prompt, int) and isinstance(completion, int):
+        if prompt + completion > preset.context_length:
+            raise ValueError(
+                f"max_prompt_length={prompt} + max_completion_length={completion} tokens exceed "
+                f"the {preset.context_length}-token context of model preset {preset.name!r}: "
+                "lower one of them"
+            )
+    if settings.task in preset.tasks:
+        return []
+    return [
+        f"model preset {preset.name!r} has no settings for task {settings.task!r}: it starts "
+        f"from the preset's shared defaults (max_completion_length={completion}); set the "
+        "generation budget with --set max_completion_length=N"
+    ]
+
+
+def check_warm_start(settings: RunSettings, task: Any) -> list[str]:
+    """A warm start asked of a task without demonstrations is skipped, with this one line."""
+    steps = settings.warm_start_steps
+    if not steps or callable(getattr(task, "demonstrations", None)):
+        return []
+    return [f"task {settings.task!r} has no demonstrations: the {steps}-step warm start is skipped"]
+
+
 def check_precision(settings: RunSettings, *, dry_run: bool) -> list[str]:
     """bf16 without a GPU fails inside TRL; say so now (a dry run only notes it)."""
     wants_bf16 = settings.trainer.get("bf16") is True and not settings.trainer.get("use_cpu")
@@ -220,23 +265,55 @@ def check_precision(settings: RunSettings, *, dry_run: bool) -> list[str]:
     return [f"{message} (the dry run checked everything else)"]
 
 
-def check_output_dir(settings: RunSettings) -> None:
-    """Never train into a folder that already holds a run."""
+def check_checkpoints(settings: RunSettings, task: Any) -> None:
+    """``save_every`` falls where a run can continue exactly (see ``checkpoint_period``)."""
+    from corrgrpo.training.settings import checkpoint_period, trainer_options
+
+    period = checkpoint_period(trainer_options(settings, task.weights))
+    if settings.save_every is not None and settings.save_every % period:
+        raise ValueError(
+            f"save_every must be a multiple of {period}: with these settings TRL reuses one "
+            f"generation (or averages the logged metrics) over {period} optimizer steps, and a "
+            "checkpoint in between could not continue the same run"
+        )
+
+
+def check_output_dir(settings: RunSettings, *, resume: bool = False) -> None:
+    """Never train into a folder that already holds a run (unless resuming it)."""
     from corrgrpo.training.run_folder import METRICS_FILE
 
-    if settings.output_dir and (Path(settings.output_dir) / METRICS_FILE).exists():
+    if not resume and settings.output_dir and (Path(settings.output_dir) / METRICS_FILE).exists():
         raise ValueError(
             f"run folder {settings.output_dir} already holds {METRICS_FILE} (an earlier run); "
             "choose a new --output-dir"
         )
 
 
-def check_settings(settings: RunSettings, *, dry_run: bool = False) -> tuple[Any, list[str]]:
+def check_settings(
+    settings: RunSettings, *, dry_run: bool = False, resume: bool = False
+) -> tuple[Any, list[str]]:
     """Every check that needs no model: returns the task and notes; raises ``ValueError``."""
     check_estimator(settings.estimator, settings.estimator_options)
     check_numbers(settings)
-    check_model(settings.model)
-    check_output_dir(settings)
+    check_model(settings.model, hub=not dry_run)
+    check_output_dir(settings, resume=resume)
     task = build_task(settings)
     check_model_fits_task(settings, task)
-    return task, check_precision(settings, dry_run=dry_run)
+    check_checkpoints(settings, task)
+    notes = check_task_data(task, dry_run=dry_run)
+    notes += check_preset_fits_task(settings) + check_warm_start(settings, task)
+    return task, notes + check_precision(settings, dry_run=dry_run)
+
+
+def check_task_data(task: Any, *, dry_run: bool) -> list[str]:
+    """The task's data is there, before a model loads; a dry run (a recipe still to be
+    completed with its data) only notes it."""
+    check_data = getattr(task, "check_data", None)
+    try:
+        if callable(check_data):
+            check_data()
+    except ValueError as error:
+        if not dry_run:
+            raise
+        return [f"{error} (the dry run checked everything else)"]
+    return []

@@ -56,29 +56,36 @@ class SeedStats:
     n: int
     low: float
     high: float
+    #: seeds the comparison planned for this estimator (0: as many as there are)
+    planned: int = 0
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> SeedStats:
+    def of(cls, values: Sequence[float], planned: int = 0) -> SeedStats:
         finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
         n = len(finite)
         mean = statistics.fmean(finite) if finite else math.nan
         std = statistics.stdev(finite) if n > 1 else 0.0
         half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.inf
-        return cls(mean, std, n, mean - half, mean + half)
+        return cls(mean, std, n, mean - half, mean + half, planned)
 
     def cell(self) -> str:
+        fewer = f" of {self.planned} seeds" if self.n < self.planned else ""
         if self.n < 2:
-            return f"{self.mean:.3f} (n={self.n})"
-        return f"{self.mean:.3f} ± {self.std:.3f} [{self.low:.3f}, {self.high:.3f}]"
+            return f"{self.mean:.3f} (n={self.n}{fewer})"
+        note = f" (n={self.n}{fewer})" if fewer else ""
+        return f"{self.mean:.3f} ± {self.std:.3f} [{self.low:.3f}, {self.high:.3f}]{note}"
 
     def to_dict(self) -> dict[str, Any]:
         finite = math.isfinite(self.low) and math.isfinite(self.high)
-        return {
+        out: dict[str, Any] = {
             "mean": self.mean,
             "std": self.std,
             "n": self.n,
             "ci95": [self.low, self.high] if finite else None,
         }
+        if self.n < self.planned:  # a mean over fewer seeds than the comparison planned
+            out["planned"] = self.planned
+        return out
 
 
 # two-sided 95 % quantiles of Student's t for 1..30 degrees of freedom
@@ -98,11 +105,18 @@ def t_quantile_975(dof: int) -> float:
 
 
 def final_table(
-    runs: Sequence[RunSummary], metrics: Sequence[str]
+    runs: Sequence[RunSummary],
+    metrics: Sequence[str],
+    planned: Mapping[str, int] | None = None,
 ) -> dict[str, dict[str, SeedStats]]:
-    """estimator -> metric -> statistics over seeds of the after-training evaluation."""
+    """estimator -> metric -> statistics over seeds of the after-training evaluation;
+    ``planned``: seeds planned per estimator, so that a mean over fewer says so."""
+    planned = planned or {}
     return {
-        est: {m: SeedStats.of([r.end.get(m, math.nan) for r in rs]) for m in metrics}
+        est: {
+            m: SeedStats.of([r.end.get(m, math.nan) for r in rs], planned.get(est, 0))
+            for m in metrics
+        }
         for est, rs in by_estimator(runs).items()
     }
 
@@ -277,10 +291,14 @@ class ReportData:
 
     @classmethod
     def of(
-        cls, runs: Sequence[RunSummary], components: Sequence[str], weights: Sequence[float]
+        cls,
+        runs: Sequence[RunSummary],
+        components: Sequence[str],
+        weights: Sequence[float],
+        planned: Mapping[str, int] | None = None,
     ) -> ReportData:
         metrics = [*components, "total"]
-        table = final_table(runs, metrics)
+        table = final_table(runs, metrics, planned)
         before = {
             est: {m: _mean([r.start.get(m, math.nan) for r in rs]) for m in metrics}
             for est, rs in by_estimator(runs).items()
@@ -297,6 +315,22 @@ class ReportData:
         return {e: [table[e][c].mean for c in components] for e in table}
 
 
+def _fewer_seeds(data: ReportData) -> list[str]:
+    """A warning line when some estimator finished fewer seeds than the comparison planned."""
+    short = [
+        f"{est} {row['total'].n} of {row['total'].planned}"
+        for est, row in data.table.items()
+        if row["total"].n < row["total"].planned
+    ]
+    if not short:
+        return []
+    return [
+        "",
+        f"**Fewer seeds than planned** ({'; '.join(short)}): every mean of these estimators "
+        "below (table, verdict, curves, diagnostics) is over the seeds that finished.",
+    ]
+
+
 def final_section(data: ReportData, budget: str, title: str) -> list[str]:
     seeds = sorted({r.seed for r in data.runs})
     header = " | ".join(
@@ -311,6 +345,7 @@ def final_section(data: ReportData, budget: str, title: str) -> list[str]:
         "Final numbers are the after-training evaluation (same prompts, samples and "
         "sampling seed for every run): mean ± standard deviation over seeds [95 % confidence "
         "interval of the mean, Student's t].",
+        *_fewer_seeds(data),
         "",
         "## Final per-component means",
         "",
@@ -418,13 +453,17 @@ def write_report(
     *,
     title: str,
     budget: str,
+    planned: Mapping[str, int] | None = None,
 ) -> Path:
-    """Write ``report.md`` (+ PNGs and ``results.json``) into ``out_dir``; returns its path."""
+    """Write ``report.md`` (+ PNGs and ``results.json``) into ``out_dir``; returns its path.
+
+    ``planned``: seeds planned per estimator; a mean over fewer is marked "n=k of m seeds".
+    """
     if not runs:
         raise ValueError("write_report needs at least one finished run")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = ReportData.of(runs, components, weights)
+    data = ReportData.of(runs, components, weights, planned)
     curves = plot_learning_curves(runs, components, out_dir / "curves.png")
     pareto = plot_pareto(runs, components, out_dir / "pareto.png")
     diag_png = plot_diagnostics(runs, out_dir / "diagnostics.png")

@@ -1,17 +1,37 @@
-"""One training run end to end: task, model, warm start, CorrGRPOTrainer, evaluation, run folder."""
+"""One training run end to end: task, model, warm start, CorrGRPOTrainer, evaluation, run folder.
+
+A run saves checkpoints into its folder (``save_every`` steps, ``save_minutes`` minutes, on
+SIGTERM and Ctrl-C; see :mod:`corrgrpo.training.checkpoints`) and :func:`resume_run` continues
+it from the newest whole one with the same numbers as an uninterrupted run.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import errno
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from corrgrpo.domains.base import Task, get_task
 from corrgrpo.models.presets import RUN_MODEL_FOLDER
+from corrgrpo.training.checkpoints import (
+    STAGING_DIR,
+    Checkpoint,
+    CheckpointError,
+    clean_staging,
+    list_checkpoints,
+    marker_of,
+    newest_whole,
+)
+from corrgrpo.training.resume import RunState, load_run_settings, resume_point
 from corrgrpo.training.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
-from corrgrpo.training.settings import RunSettings, build_trainer_config
+from corrgrpo.training.settings import RunSettings, build_trainer_config, checkpoint_period
+from corrgrpo.training.stopping import StopRequest, TrainingInterrupted
 
 DEFAULT_WARM_START_STEPS = 200
 
@@ -66,10 +86,12 @@ def load_model_and_tokenizer(settings: RunSettings, task: Task) -> tuple[Any, An
 
 
 def warm_start_steps(settings: RunSettings, task: Task) -> int:
+    """The run's warm-start steps: none on a task without demonstrations (skipped, one line)."""
+    if not callable(getattr(task, "demonstrations", None)):
+        return 0
     if settings.warm_start_steps is not None:
         return int(settings.warm_start_steps)
-    has_demos = callable(getattr(task, "demonstrations", None))
-    return DEFAULT_WARM_START_STEPS if settings.model is None and has_demos else 0
+    return DEFAULT_WARM_START_STEPS if settings.model is None else 0
 
 
 def prompt_length(tokenizer: Any, prompt: Any) -> int:
@@ -129,10 +151,12 @@ class _Setup:
     run: RunFolder
     main: bool
     threads: int
+    resume: bool = False
 
 
-def _prepare(settings: RunSettings) -> _Setup:
-    """Task, trainer config and run folder (config.json written); threads set for torch."""
+def _prepare(settings: RunSettings, resume: bool = False) -> _Setup:
+    """Task, trainer config and run folder (config.json written, unless resuming); threads set
+    for torch. TRL writes checkpoints into ``<run>/trainer`` (the staging area)."""
     from accelerate.utils import broadcast_object_list
 
     from corrgrpo.utils.threads import choose_threads, set_torch_threads
@@ -145,20 +169,20 @@ def _prepare(settings: RunSettings) -> _Setup:
     _ = config.device
     main = config.process_index == 0
     if settings.output_dir:
-        run = RunFolder(settings.output_dir)
+        run = RunFolder(settings.output_dir, resume=resume)
     else:  # one new folder for all processes: the main one names it
         chosen = [str(RunFolder.new(settings.runs_root, run_label(settings)).path) if main else ""]
         if config.world_size > 1:
             broadcast_object_list(chosen)
         run = RunFolder(chosen[0])
-    config.output_dir = str(run.path / "trainer")
+    config.output_dir = str(run.path / STAGING_DIR)
     set_torch_threads(threads)
-    if main:
+    if main and not resume:
         run.write_json(
             CONFIG_FILE,
             {"settings": settings.to_dict(), "threads": threads, "trainer": config.to_dict()},
         )
-    return _Setup(settings, task, config, run, main, threads)
+    return _Setup(settings, task, config, run, main, threads, resume)
 
 
 def _warm_start(
@@ -171,6 +195,10 @@ def _warm_start(
     settings = setup.settings
     steps = warm_start_steps(settings, setup.task)
     if not steps:
+        from corrgrpo.training.preflight import check_warm_start
+
+        for line in check_warm_start(settings, setup.task):  # asked for, but no data to do it
+            _note(console, setup.main)(line)
         return 0, []
     demos = setup.task.demonstrations(  # type: ignore[attr-defined]
         settings.warm_start_demonstrations, seed=settings.seed
@@ -220,17 +248,24 @@ def _evaluator(
 
 
 def _build_trainer(
-    setup: _Setup, model: Any, tokenizer: Any, dataset: Any, console: Any, progress: bool
+    setup: _Setup,
+    model: Any,
+    tokenizer: Any,
+    dataset: Any,
+    console: Any,
+    progress: bool,
+    own: list[Any],
 ) -> Any:
-    """The CorrGRPOTrainer with the metrics log and the rich progress bar as only printers."""
+    """The CorrGRPOTrainer with the metrics log and the rich progress bar as only printers;
+    ``own``: the run's other callbacks (metrics log, checkpoints)."""
     from transformers import PrinterCallback, ProgressCallback
 
     from corrgrpo.integrations.trl import CorrGRPOTrainer
     from corrgrpo.integrations.trl.tasks import task_trainer_kwargs
-    from corrgrpo.training.callbacks import MetricsJsonlCallback, RichProgressCallback
+    from corrgrpo.training.callbacks import RichProgressCallback
 
     settings = setup.settings
-    callbacks: list[Any] = [MetricsJsonlCallback(setup.run)]
+    callbacks: list[Any] = list(own)
     if progress:
         callbacks.append(RichProgressCallback(f"{settings.estimator} s{settings.seed}", console))
     _seed_everything(settings.seed)
@@ -269,7 +304,7 @@ def save_model(path: Path, model: Any, tokenizer: Any) -> Path:
     return path
 
 
-def _summary(setup: _Setup, result: RunResult, warm_steps: int, extra: dict[str, Any]) -> None:
+def _summary(setup: _Setup, result: RunResult, state: RunState, extra: dict[str, Any]) -> None:
     setup.run.write_json(
         SUMMARY_FILE,
         {
@@ -277,7 +312,7 @@ def _summary(setup: _Setup, result: RunResult, warm_steps: int, extra: dict[str,
             "weights": result.weights,
             "start": result.start,
             "end": result.end,
-            "warm_start_steps": warm_steps,
+            "warm_start_steps": state.warm_start_steps,
             "warm_start_final_loss": result.warm_start_losses[-1]
             if result.warm_start_losses
             else None,
@@ -286,43 +321,231 @@ def _summary(setup: _Setup, result: RunResult, warm_steps: int, extra: dict[str,
             "train_seconds": result.train_seconds,
             "wall_seconds": result.wall_seconds,
             "model_path": str(result.model_path) if result.model_path else None,
+            "resumed_from": state.resumes,
+            "checkpoints": [
+                {k: marker_of(c)[k] for k in ("step", "bytes", "seconds")}
+                for c in list_checkpoints(setup.run.path)
+            ],
             **extra,
         },
     )
 
 
-def train(settings: RunSettings, *, console: Any = None, progress: bool = True) -> RunResult:
-    """Run ``settings`` to completion and write its run folder; returns the :class:`RunResult`."""
+def _note(console: Any, main: bool) -> Callable[[str], None]:
+    """Prints a run message on the first process (the console's, or stderr without one)."""
+    import sys
+
+    def note(message: str) -> None:
+        if not main:
+            return
+        if console is not None:
+            console.print(message, markup=False, highlight=False)
+        else:
+            print(message, file=sys.stderr, flush=True)
+
+    return note
+
+
+def _resume_point(setup: _Setup, note: Callable[[str], None]) -> tuple[Checkpoint | None, Any]:
+    """The checkpoint to continue from (chosen by the first process, then by the others)."""
+    if setup.config.world_size == 1:
+        return resume_point(setup.run, note)
+    from accelerate import PartialState
+
+    first = resume_point(setup.run, note) if setup.main else None
+    PartialState().wait_for_everyone()  # the first process has set broken checkpoints aside
+    return first if first is not None else resume_point(setup.run, note, main=False)
+
+
+def _before_training(
+    setup: _Setup,
+    model: Any,
+    tokenizer: Any,
+    rows: list[dict[str, Any]],
+    console: Any,
+    progress: bool,
+) -> RunState:
+    """A fresh run's warm start and first evaluation, as the run state checkpoints keep."""
+    steps, losses = _warm_start(setup, model, tokenizer, console, progress)
+    start = _evaluator(setup, model, tokenizer, rows)() if rows and setup.main else {}
+    return RunState(
+        settings=setup.settings.to_dict(),
+        warm_start_done=True,
+        warm_start_steps=steps,
+        warm_start_losses=losses,
+        start_evaluation_done=True,
+        start=start,
+        eval_rows=len(rows),
+    )
+
+
+def _checkpointer(
+    setup: _Setup, state: RunState, metrics: Any, stop: StopRequest, wall_start: float
+) -> Any:
+    """The checkpoint callback; what it saves besides TRL's files is ``state`` brought up to
+    date (step, metrics written, seconds, the trainer's running loss total)."""
+    from corrgrpo.training.callbacks import CheckpointCallback, CheckpointPolicy
+
+    settings, config = setup.settings, setup.config
+    keys = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")
+    period = checkpoint_period({k: getattr(config, k, None) for k in (*keys, "logging_steps")})
+    policy = CheckpointPolicy(
+        settings.save_every, settings.save_minutes, settings.keep_checkpoints, period
+    )
+
+    def run_state(trainer_state: Any) -> dict[str, Any]:
+        return dataclasses.replace(
+            state,
+            step=trainer_state.global_step,
+            metrics_bytes=setup.run.metrics_bytes(),
+            elapsed_s=metrics.elapsed(),
+            wall_seconds=state.wall_seconds + time.monotonic() - wall_start,
+            total_loss=float(getattr(callback.trainer, "_total_loss_scalar", 0.0)),
+        ).to_dict()
+
+    callback = CheckpointCallback(setup.run.path, policy, stop, run_state)
+    return callback
+
+
+@contextmanager
+def _no_save_progress_bars() -> Iterator[None]:
+    """transformers draws a progress bar for every checkpoint it writes; the run has its own."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _fit(setup: _Setup, trainer: Any, saver: Any, checkpoint: Checkpoint | None) -> None:
+    """``trainer.train()``, from ``checkpoint`` if given; a failed save (a full disk) and a stop
+    request end it with :class:`CheckpointError` / :class:`TrainingInterrupted`."""
+    try:
+        with _no_save_progress_bars():
+            trainer.train(resume_from_checkpoint=str(checkpoint.path) if checkpoint else None)
+    except Exception as error:
+        full = _disk_full(error)
+        if saver.saving_step is None and not full:
+            raise
+        # safetensors and torch.save report a full disk in their own words: the free space tells
+        full = full or shutil.disk_usage(setup.run.path).free < 1_000_000
+        clean_staging(setup.run.path)  # the half-written checkpoint: give its space back
+        previous = newest_whole(setup.run.path, set_aside=False)
+        kept = f"{previous.name} is intact" if previous else "no checkpoint was completed yet"
+        what = "no space left on device" if full else f"{type(error).__name__}: {error}"
+        raise CheckpointError(
+            " ".join(
+                f"saving checkpoint {saver.saving_step or trainer.state.global_step} in "
+                f"{setup.run.path} failed ({what}); {kept}; free space, then resume with: "
+                f"corrgrpo train --resume {setup.run.path}".split()
+            )
+        ) from error
+    if saver.stopped_at is not None:
+        assert saver.stop.signum is not None
+        last = saver.last.path if saver.last is not None else None
+        raise TrainingInterrupted(saver.stop.signum, setup.run.path, last, saver.stopped_at)
+
+
+def _train_with_checkpoints(
+    setup: _Setup,
+    model: Any,
+    tokenizer: Any,
+    console: Any,
+    progress: bool,
+    wall_start: float,
+) -> tuple[RunState, list[dict[str, Any]], Any, float]:
+    """Everything between loading the model and the final evaluation, under the stop handler:
+    returns the run state, the evaluation rows, the training dataset and training seconds."""
+    from corrgrpo.training.callbacks import MetricsJsonlCallback
+
+    note = _note(console, setup.main)
+    with StopRequest(announce=note) as stop:
+        checkpoint, state = _resume_point(setup, note) if setup.resume else (None, None)
+        _warn_disk(setup, model, note)
+        rows = eval_rows(setup.task, setup.settings, tokenizer)
+        if state is None:
+            state = _before_training(setup, model, tokenizer, rows, console, progress)
+        stop.check(setup.run.path)
+        dataset, state.dropped_long_prompts = _training_data(setup, tokenizer, console)
+        state.train_rows = len(dataset)
+        metrics = MetricsJsonlCallback(setup.run, elapsed_offset=state.elapsed_s)
+        saver = _checkpointer(setup, state, metrics, stop, wall_start)
+        trainer = _build_trainer(
+            setup, model, tokenizer, dataset, console, progress, [metrics, saver]
+        )
+        saver.trainer = trainer
+        if checkpoint is not None:
+            saver.total_loss = state.total_loss
+        _fit(setup, trainer, saver, checkpoint)
+    return state, rows, dataset, metrics.elapsed()
+
+
+def _disk_full(error: BaseException) -> bool:
+    """Whether ``error``, or what caused it, says that the disk or the quota is full."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(seen)
+        if "No space left" in text or "StorageFull" in text or "quota exceeded" in text:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _warn_disk(setup: _Setup, model: Any, note: Callable[[str], None]) -> None:
+    """Warn before training when the disk cannot hold the checkpoints this run keeps."""
+    from corrgrpo.training.checkpoints import estimate_bytes, space_warning
+
+    if setup.main:
+        keep = setup.settings.keep_checkpoints
+        warning = space_warning(setup.run.path, estimate_bytes(model), keep)
+        if warning:
+            note(f"warning: {warning}")
+
+
+def train(
+    settings: RunSettings, *, console: Any = None, progress: bool = True, resume: bool = False
+) -> RunResult:
+    """Run ``settings`` to completion and write its run folder; returns the :class:`RunResult`.
+
+    ``resume``: continue the run in ``settings.output_dir`` from its newest whole checkpoint
+    (:func:`resume_run` reads the settings from the folder). SIGTERM and Ctrl-C save a
+    checkpoint at the next step boundary and raise :class:`TrainingInterrupted`.
+    """
     from corrgrpo.training.plots import plot_run_curves
     from corrgrpo.training.run_folder import read_metrics
 
+    if resume and not settings.output_dir:
+        raise ValueError("resuming needs the run folder (settings.output_dir)")
     wall_start = time.monotonic()
-    setup = _prepare(settings)
+    setup = _prepare(settings, resume=resume)
     progress = progress and setup.main
     _seed_everything(settings.seed)
     model, tokenizer = load_model_and_tokenizer(settings, setup.task)
+    state, rows, dataset, result_train_seconds = _train_with_checkpoints(
+        setup, model, tokenizer, console, progress, wall_start
+    )
     result = RunResult(
         path=setup.run.path,
         components=setup.task.component_names,
         weights=list(setup.task.weights),
+        start=dict(state.start),
+        warm_start_losses=list(state.warm_start_losses),
+        train_seconds=result_train_seconds,
         main_process=setup.main,
     )
-    warm_steps, result.warm_start_losses = _warm_start(setup, model, tokenizer, console, progress)
-    rows = eval_rows(setup.task, settings, tokenizer)
-    evaluate = _evaluator(setup, model, tokenizer, rows)
-    if rows and setup.main:
-        result.start = evaluate()
-    dataset, dropped = _training_data(setup, tokenizer, console)
-    trainer = _build_trainer(setup, model, tokenizer, dataset, console, progress)
-    train_start = time.monotonic()
-    trainer.train()
-    result.train_seconds = time.monotonic() - train_start
     if not setup.main:
         return result
     if rows:
-        result.end = evaluate()
+        result.end = _evaluator(setup, model, tokenizer, rows)()
     if settings.save_model:
-        result.model_path = save_model(setup.run.path / RUN_MODEL_FOLDER, model, tokenizer)
+        with _no_save_progress_bars():
+            result.model_path = save_model(setup.run.path / RUN_MODEL_FOLDER, model, tokenizer)
     result.records = read_metrics(setup.run.path) if setup.run.metrics_path.exists() else []
     if result.records:
         result.plot = plot_run_curves(
@@ -331,12 +554,27 @@ def train(settings: RunSettings, *, console: Any = None, progress: bool = True) 
             setup.run.path / "curves.png",
             title=run_label(settings),
         )
-    result.wall_seconds = time.monotonic() - wall_start
+    result.wall_seconds = state.wall_seconds + time.monotonic() - wall_start
     extra = {
         "eval_rows": len(rows),
         "eval_samples": settings.eval_samples,
         "train_rows": len(dataset),
-        "dropped_long_prompts": dropped,
+        "dropped_long_prompts": state.dropped_long_prompts,
     }
-    _summary(setup, result, warm_steps, extra)
+    _summary(setup, result, state, extra)
     return result
+
+
+def resume_run(
+    folder: str | Path,
+    *,
+    threads: int | None = None,
+    console: Any = None,
+    progress: bool = True,
+) -> RunResult:
+    """Continue the run in ``folder`` with its own settings from its newest whole checkpoint
+    (from the start when it has none); ``threads`` may differ from the first start."""
+    settings = load_run_settings(folder)
+    if threads is not None:
+        settings = dataclasses.replace(settings, threads=threads)
+    return train(settings, console=console, progress=progress, resume=True)

@@ -1,10 +1,18 @@
 """A run folder: ``config.json``, ``metrics.jsonl`` (one JSON object per logged step),
-``summary.json`` (start/end evaluation) and PNG curves, all under one directory."""
+``summary.json`` (start/end evaluation) and PNG curves, all under one directory.
+
+``metrics.jsonl`` is append-only: each step's line is written and flushed when the step is
+logged. A process killed in the middle of a write leaves a torn last line; readers drop it
+(with a warning), and a resumed run cuts the file back to what its checkpoint had seen.
+JSON files are written to a temporary name and renamed, so they are whole or absent.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -15,6 +23,8 @@ from corrgrpo.utils.jsonl import iter_jsonl
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
+
+logger = logging.getLogger(__name__)
 
 
 def _jsonable(value: Any) -> Any:
@@ -35,9 +45,10 @@ def _jsonable(value: Any) -> Any:
 class RunFolder:
     """Owns one run directory; creates it (and never overwrites another run's files)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, resume: bool = False) -> None:
+        """``resume``: continue the run already in ``path`` (its files stay)."""
         self.path = Path(path)
-        if (self.path / METRICS_FILE).exists():
+        if not resume and (self.path / METRICS_FILE).exists():
             raise FileExistsError(
                 f"run folder {self.path} already holds {METRICS_FILE}; choose a new --output-dir"
             )
@@ -59,13 +70,42 @@ class RunFolder:
         return self.path / METRICS_FILE
 
     def write_json(self, name: str, data: Mapping[str, Any]) -> Path:
-        target = self.path / name
-        target.write_text(json.dumps(_jsonable(data), indent=2, sort_keys=True) + "\n")
-        return target
+        return write_json_atomic(self.path / name, _jsonable(data))
 
     def append_metrics(self, record: Mapping[str, Any]) -> None:
         with self.metrics_path.open("a") as fh:
             fh.write(json.dumps(_jsonable(record), sort_keys=True) + "\n")
+            fh.flush()
+
+    def metrics_bytes(self) -> int:
+        """The size of ``metrics.jsonl`` (0 when there is none)."""
+        try:
+            return self.metrics_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def cut_metrics(self, size: int) -> int:
+        """Cut ``metrics.jsonl`` back to its first ``size`` bytes (what a checkpoint had seen);
+        returns how many bytes were dropped. ``size`` 0 removes the file."""
+        current = self.metrics_bytes()
+        if size <= 0:
+            self.metrics_path.unlink(missing_ok=True)
+            return current
+        if current > size:
+            with self.metrics_path.open("r+b") as fh:
+                fh.truncate(size)
+        return max(0, current - size)
+
+
+def write_json_atomic(target: Path, data: Any) -> Path:
+    """``data`` as indented JSON in ``target``, through a temporary file renamed into place."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    with tmp.open("w") as fh:
+        fh.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    return target
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
@@ -79,5 +119,11 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open() as fh:
-        yield from iter_jsonl(fh, path, objects_only=True)
+    lines = path.read_text().splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        try:
+            json.loads(lines[-1])
+        except json.JSONDecodeError:  # a write cut short by a kill: the step is not there
+            logger.warning("%s: dropped a torn last line (%d bytes)", path, len(lines[-1]))
+            lines.pop()
+    yield from iter_jsonl(lines, path, objects_only=True)

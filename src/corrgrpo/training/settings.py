@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +33,18 @@ TINY_MODEL_DEFAULTS: dict[str, Any] = {
     "num_layers": 2,
     "num_heads": 4,
     "max_position_embeddings": 64,
+}
+
+# Checkpoints: a GPU run loses at most half an hour; two kept, so a torn newest one has a
+# predecessor. Preemption (SIGTERM) and Ctrl-C save one whatever these say.
+DEFAULT_SAVE_MINUTES = 30.0
+DEFAULT_KEEP_CHECKPOINTS = 2
+
+# Trainer options that corrgrpo's own checkpoints replace (run setting that does it instead).
+CHECKPOINT_OPTIONS: dict[str, str] = {
+    "save_steps": "save_every (--save-every)",
+    "save_total_limit": "keep_checkpoints (--keep-checkpoints)",
+    "resume_from_checkpoint": "--resume RUN_FOLDER",
 }
 
 # Options every run gets unless the recipe or command line says otherwise.
@@ -98,10 +111,20 @@ class RunSettings:
     #: what the device-aware defaults chose for ``--model`` runs, and why (set by
     #: :func:`default_settings`, recorded in the run folder's ``config.json``)
     device: str | None = None
+    #: a model preset's values for this task that the run started from (``preset``, ``task``,
+    #: ``trainer``, ``run``), recorded in ``config.json``; the recipe and flags override them
+    model_defaults: dict[str, Any] | None = None
     #: CPU threads for torch; ``None`` = the cores that are free when the run starts
     threads: int | None = None
     #: save the trained model and tokenizer to ``<run folder>/model`` at the end
     save_model: bool = True
+    #: checkpoint into ``<run folder>/checkpoints`` every N optimizer steps (``None``: not by
+    #: steps); a multiple of :func:`checkpoint_period`
+    save_every: int | None = None
+    #: checkpoint every M minutes of training (``None`` or 0: not by time)
+    save_minutes: float | None = DEFAULT_SAVE_MINUTES
+    #: whole checkpoints kept (the newest K); SIGTERM and Ctrl-C also save one
+    keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS
     trainer: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,9 +134,10 @@ class RunSettings:
 _SETTINGS_FIELDS = {f.name for f in dataclasses.fields(RunSettings)}
 
 
-def default_settings(model: str | None = None) -> RunSettings:
-    """The built-in defaults: the embedded toy run without a model, a preset's CPU run for a
-    model preset (``smollm2-135m``), device-aware generic ones for any other model.
+def default_settings(model: str | None = None, task: str = "toy") -> RunSettings:
+    """The built-in defaults: the embedded toy run without a model, a preset's CPU run of
+    ``task`` for a model preset (``smollm2-135m``), device-aware generic ones for any other
+    model.
 
     With a model the precision follows the machine: bf16 where a GPU is found, else float32
     weights with bf16 off and ``use_cpu`` on (TRL's own default, bf16, fails on a CPU).
@@ -125,9 +149,13 @@ def default_settings(model: str | None = None) -> RunSettings:
         trainer.update(TOY_TRAINER_DEFAULTS)
         return RunSettings(model=model, trainer=trainer)
     preset = get_preset(model)
-    if preset is not None:  # a CPU-sized run of a built-in model
-        trainer.update(preset.trainer_defaults)
-        settings = RunSettings(model=model, trainer=trainer, **preset.run_defaults)
+    if preset is not None:  # a CPU-sized run of a built-in model, sized for the task
+        task_trainer, task_run = preset.task_defaults(task)
+        trainer.update(task_trainer)
+        used = {"preset": preset.name, "task": task, "trainer": task_trainer, "run": task_run}
+        settings = RunSettings(
+            model=model, task=task, trainer=trainer, model_defaults=used, **task_run
+        )
     else:
         if gpu_available():
             trainer["bf16"] = True
@@ -294,6 +322,7 @@ def trainer_options(settings: RunSettings, reward_weights: Sequence[float]) -> d
                 f"set {key!r} with the run setting (--estimator/--seed/--output-dir), "
                 "not as a trainer option"
             )
+    _check_checkpoint_options(kwargs)
     kwargs["advantage_estimator"] = settings.estimator
     if settings.estimator_options:
         kwargs["estimator_options"] = dict(settings.estimator_options)
@@ -302,6 +331,39 @@ def trainer_options(settings: RunSettings, reward_weights: Sequence[float]) -> d
     if settings.prompts_per_step is not None:
         kwargs["gradient_accumulation_steps"] = _accumulation_steps(settings, kwargs)
     return kwargs
+
+
+def _check_checkpoint_options(kwargs: Mapping[str, Any]) -> None:
+    """corrgrpo writes the checkpoints (atomically, with the run's own state): TRL's saving
+    options would write others that a resume could not continue from."""
+    for key, instead in CHECKPOINT_OPTIONS.items():
+        if key in kwargs:
+            raise ValueError(f"checkpoints are set with the run setting {instead}, not {key!r}")
+    strategy = kwargs.get("save_strategy", "no")
+    if strategy != "no":
+        raise ValueError(
+            f"checkpoints are set with save_every / save_minutes / keep_checkpoints "
+            f"(--save-every, --save-minutes, --keep-checkpoints), not save_strategy={strategy!r}"
+        )
+
+
+def checkpoint_period(options: Mapping[str, Any]) -> int:
+    """Optimizer steps between the points where a run can stop and continue exactly.
+
+    TRL generates once per ``steps_per_generation * num_iterations`` micro-batches and reuses
+    the buffered completions in between, and it averages the metrics of ``logging_steps``
+    steps before logging them; neither the buffer nor a half-filled average is in a
+    checkpoint, so checkpoints fall where both are empty (every step by default).
+    """
+    accumulation = max(1, int(options.get("gradient_accumulation_steps") or 1))
+    per_generation = max(1, int(options.get("steps_per_generation") or accumulation))
+    cycle = per_generation * max(1, int(options.get("num_iterations") or 1))
+    period = cycle // math.gcd(cycle, accumulation)
+    logging_steps = options.get("logging_steps")
+    if isinstance(logging_steps, (int, float)) and not isinstance(logging_steps, bool):
+        if logging_steps >= 1 and float(logging_steps).is_integer():
+            period = math.lcm(period, int(logging_steps))
+    return period
 
 
 def trainer_kwargs(settings: RunSettings, reward_weights: Sequence[float]) -> dict[str, Any]:

@@ -26,7 +26,12 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="eval", help="task split (default eval)")
     parser.add_argument("--prompts", type=int, default=100, help="evaluation prompts")
     parser.add_argument("--samples", type=int, default=4, help="samples per prompt")
-    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="new tokens per sample (default 16; a model preset: its own budget)",
+    )
     parser.add_argument("--temperature", type=float, default=1.0, help="0 for greedy")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--threads", type=int, help="CPU threads (default: the free cores)")
@@ -60,7 +65,7 @@ def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
         task,
         rows,
         num_samples=args.samples,
-        max_new_tokens=args.max_new_tokens,
+        max_new_tokens=args.max_new_tokens or 16,
         temperature=args.temperature,
         seed=args.seed,
     )

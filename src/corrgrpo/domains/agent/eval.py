@@ -2,9 +2,12 @@
 
 Examples::
 
-    corrgrpo eval agent --split eval --policy ground_truth
-    corrgrpo eval agent --split eval --policy obedient --output obedient.json
-    corrgrpo eval agent --split eval --policy path/to/checkpoint --max-new-tokens 512
+    corrgrpo eval agent --split eval --model ground_truth
+    corrgrpo eval agent --split eval --model obedient --output obedient.json
+    corrgrpo eval agent --split eval --model path/to/checkpoint --max-new-tokens 512
+    corrgrpo eval agent --model smollm2-135m --suites banking,slack --max-cases 20
+
+``--policy`` is the former name of ``--model`` and still works for one release (with a note).
 """
 
 from __future__ import annotations
@@ -19,12 +22,28 @@ from typing import Any
 SCRIPTED = ("ground_truth", "obedient")
 
 
+class _DeprecatedPolicy(argparse.Action):
+    """``--policy X``: the former spelling of ``--model X``, kept for one release."""
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        print("corrgrpo eval agent: --policy is deprecated: use --model", file=sys.stderr)
+        namespace.model = values
+
+
 def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("train", "eval", "all"), default="eval")
     parser.add_argument(
-        "--policy",
+        "--model",
         default="ground_truth",
-        help="ground_truth, obedient, or a transformers chat model (local folder or hub name)",
+        help="ground_truth, obedient, or a chat model: preset (smollm2-135m), run folder, model "
+        "folder or hub name (default ground_truth)",
+    )
+    parser.add_argument(
+        "--policy",
+        action=_DeprecatedPolicy,
+        help="deprecated name of --model (removed in the next release)",
     )
     parser.add_argument("--suites", default="", help="comma-separated suites (default: all)")
     parser.add_argument(
@@ -38,7 +57,12 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--max-tool-chars", type=int, default=6000)
     parser.add_argument("--batch-size", type=int, default=16, help="episodes played in lockstep")
-    parser.add_argument("--max-new-tokens", type=int, default=512, help="model policies, per turn")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="model policies, per turn (default 512; a model preset: its own budget)",
+    )
     parser.add_argument("--temperature", type=float, default=0.0, help="model policies")
     parser.add_argument(
         "--check-agentdojo",
@@ -56,11 +80,11 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
 def _policy(args: argparse.Namespace) -> Any:
     from corrgrpo.domains.agent.policies import SCRIPTED_POLICIES
 
-    if args.policy in SCRIPTED_POLICIES:
-        return SCRIPTED_POLICIES[args.policy](max_turns=args.max_turns)
+    if args.model in SCRIPTED_POLICIES:
+        return SCRIPTED_POLICIES[args.model](max_turns=args.max_turns)
     # model policies load transformers: corrgrpo.cli.evaluate supplies the loader
     return args.load_chat_policy(
-        args.policy,
+        args.model,
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
         batch_size=args.batch_size,
@@ -107,10 +131,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"corrgrpo eval agent: {err}", file=sys.stderr)
         return 2
+    policy = _policy(args)
     start = time.perf_counter()
-    results = _play(_policy(args), cases, args)
+    results = _play(policy, cases, args)
     elapsed = time.perf_counter() - start
     report = _report(args, attacks, cases, results, elapsed)
+    stats = getattr(policy, "stats", None)  # a model policy's generation: tokens, seconds
+    if stats is not None:
+        report["generation"] = stats.to_dict()
+        print(f"generation: {report['generation']}")
     _print_report(args, report, len(results), elapsed)
     _write_outputs(args, report, results)
     return 0
@@ -140,7 +169,7 @@ def _play(policy: Any, cases: list[Any], args: argparse.Namespace) -> list[Any]:
     with progress_bar(
         description="[bold]agent[/bold] {task.description}", disable=args.no_progress
     ) as progress:
-        bar = progress.add_task(f"{args.policy} on {args.split}", total=len(cases))
+        bar = progress.add_task(f"{args.model} on {args.split}", total=len(cases))
         return run_episodes(
             policy,
             cases,
@@ -162,7 +191,8 @@ def _report(
     from corrgrpo.domains.agent.metrics import summarize
 
     report: dict[str, Any] = {
-        "policy": args.policy,
+        "policy": args.model,
+        "model": args.model,
         "split": args.split,
         "benchmark_version": args.benchmark_version,
         "attacks": attacks,
@@ -173,9 +203,9 @@ def _report(
         "episodes_per_second": len(results) / elapsed if elapsed > 0 else float("nan"),
         "settings": {"max_turns": args.max_turns, "max_tool_chars": args.max_tool_chars},
     }
-    if args.policy == "ground_truth":
+    if args.model == "ground_truth":
         report["agentdojo_own_failures"] = _agentdojo_own_failures(results)
-    if args.policy == "obedient":
+    if args.model == "obedient":
         report["injections_done_but_not_counted"] = _uncounted_injections(cases, results)
     if args.check_agentdojo:
         report["agentdojo_mismatches"] = _agentdojo_mismatches(cases, results)
@@ -200,7 +230,7 @@ def _print_report(
 ) -> None:
     from corrgrpo.domains.agent.metrics import format_table
 
-    title = f"AgentDojo {args.benchmark_version}, {args.split} split, policy {args.policy}"
+    title = f"AgentDojo {args.benchmark_version}, {args.split} split, policy {args.model}"
     print(format_table(report["metrics"], title=title))
     print(f"{episodes} episodes in {elapsed:.1f}s ({report['episodes_per_second']:.1f} episodes/s)")
     if "agentdojo_own_failures" in report:

@@ -45,6 +45,8 @@ class AgentTask(Task):
     ) -> None:
         if max_cases is not None and max_cases < 1:
             raise ValueError(f"max_cases must be positive, got {max_cases}")
+        if isinstance(suites, str):  # --task-option suites=banking,slack
+            suites = [s.strip() for s in suites.split(",") if s.strip()]
         self.suites = list(suites) if suites else None
         self.attacks = tuple(attacks)
         self.benchmark_version = benchmark_version
@@ -75,6 +77,25 @@ class AgentTask(Task):
             include_clean=self.include_clean,
         )
         return islice(cases, self.max_cases) if self.max_cases else cases
+
+    def demonstrations(self, n: int, seed: int = 0) -> list[tuple[Any, str]]:
+        """``n`` (conversation so far, assistant turn) pairs from AgentDojo's ground-truth
+        trajectories on train cases (a shuffle by ``seed``) that its checks pass, for a
+        supervised warm start; see :mod:`corrgrpo.domains.agent.demonstrations`."""
+        import random
+
+        from corrgrpo.domains.agent.demonstrations import ground_truth_demonstrations
+
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"number of demonstrations must be a positive integer, got {n!r}")
+        cases = self.cases("train")
+        random.Random(seed).shuffle(cases)
+        demos = ground_truth_demonstrations(
+            cases, n, max_turns=self.max_turns, max_tool_chars=self.max_tool_chars
+        )
+        if not demos:
+            raise ValueError("no ground-truth trajectory of these cases passes AgentDojo's checks")
+        return demos
 
     def load_dataset(self, split: str = "train") -> Any:
         from datasets import Dataset

@@ -40,7 +40,12 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--reference", action="store_true", help="score the benchmark's reference solutions"
     )
-    parser.add_argument("--max-new-tokens", type=int, default=1024)
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="new tokens per answer (default 1024; a model preset: its own budget)",
+    )
     parser.add_argument("--batch-size", type=int, default=8, help="generation batch size")
     parser.add_argument("--device", default=None, help="generation device (default: cuda if any)")
     parser.add_argument(
@@ -230,6 +235,13 @@ def print_report(report: dict[str, Any]) -> None:
     table.add_row("forgeable verdicts", f"{100 * summary['forgeable_share']:.1f}%")
     table.add_row("forgeable passes", str(summary["forgeable_passes"]))
     table.add_row("samples/s", f"{report['throughput_programs_per_s']:.1f}")
+    generation = report.get("generation") or {}
+    if generation:
+        table.add_row(
+            "generation: new tokens / s / tokens per s / rows at budget",
+            f"{generation['new_tokens']} / {generation['seconds']:.0f} / "
+            f"{generation['tokens_per_second']:.1f} / {generation['rows_at_budget']}",
+        )
     table.add_row(
         "sandbox runs (with calibration) / s",
         f"{report['sandbox_runs']} / {report['sandbox_runs_per_s']:.1f}",
@@ -297,7 +309,10 @@ def load_inputs(args: argparse.Namespace) -> _Inputs:
 
 
 def generate(args: argparse.Namespace, inputs: _Inputs, bar: Any) -> None:
-    """Greedy completions of every problem with ``--model`` (saved with ``--save-samples``)."""
+    """Greedy completions of every problem with ``--model`` (saved with ``--save-samples``);
+    each answer stops after its closed code block."""
+    from corrgrpo.domains.code.extract import answer_end
+
     task = bar.add_task("generating", total=len(inputs.rows))
     inputs.completions = args.generate(  # supplied by corrgrpo.cli.evaluate
         args.model,
@@ -306,6 +321,7 @@ def generate(args: argparse.Namespace, inputs: _Inputs, bar: Any) -> None:
         batch_size=args.batch_size,
         device=args.device,
         on_batch=lambda n: bar.advance(task, n),
+        stop=answer_end,
     )
     if args.save_samples is not None:
         args.save_samples.parent.mkdir(parents=True, exist_ok=True)
@@ -424,6 +440,7 @@ def build_report(
         "model": args.model,
         "samples_file": str(args.samples) if args.samples else None,
         "n_problems": len(inputs.rows),
+        "generation": dict(getattr(args, "generation", None) or {}),
         "missing_tasks": inputs.missing,
         "weights": scorer.weights,
         "trust_forgeable": scorer.trust_forgeable,

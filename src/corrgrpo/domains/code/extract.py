@@ -66,6 +66,25 @@ def extract_code(text: str, marker: str = "class Solution") -> ExtractedCode:
     return ExtractedCode(code.rstrip() + "\n" if code.strip() else "", False)
 
 
+_OPEN_FENCE = re.compile(r"```[^\n`]*\n")
+
+
+def answer_end(text: str) -> int | None:
+    """Where an answer ends, for stopping generation: just after the first closed fenced block
+    that holds a function or class (what the rewards read); ``None`` while there is none."""
+    if "<think>" in text and _THINK_END not in text:
+        return None  # still reasoning: its fences are not the answer
+    start = text.rindex(_THINK_END) + len(_THINK_END) if _THINK_END in text else 0
+    while (opening := _OPEN_FENCE.search(text, start)) is not None:
+        close = text.find("```", opening.end())
+        if close < 0:
+            return None
+        if "def " in text[opening.end() : close] or "class " in text[opening.end() : close]:
+            return close + 3
+        start = close + 3
+    return None
+
+
 def format_reward(extracted: ExtractedCode, marker: str = "class Solution") -> float:
     """1 when the code came from a fenced block and contains ``marker`` ('' = fence only)."""
     return float(extracted.fenced and bool(extracted.code.strip()) and marker in extracted.code)

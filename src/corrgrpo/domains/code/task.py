@@ -11,6 +11,11 @@ from corrgrpo.domains.code.rewards import CodeRewardFunction
 from corrgrpo.domains.code.scoring import COMPONENTS, CodeScorer, summarize_scores
 
 
+def answer_text(code: str) -> str:
+    """A program the way the format reward wants an answer: one fenced python block."""
+    return f"```python\n{code.strip()}\n```"
+
+
 @register_task("code")
 class CodeTask(Task):
     """Code generation with the paper's seven rewards and pass@1 evaluation.
@@ -20,7 +25,10 @@ class CodeTask(Task):
     default to the paper's; ``weights`` overrides some of them by component name.
     ``trust_forgeable`` (default off; ``--task-option trust_forgeable=true`` or the recipe's
     ``task_options``) pays passes the program could have forged, which otherwise score as
-    not passed.
+    not passed. ``difficulty`` keeps only problems of that difficulty (``Easy``, or several
+    comma-separated). ``holdout`` > 0 splits one source in two: that many problems (a fixed
+    shuffle) form every split but ``train``, the others ``train`` (LeetCodeDataset's local
+    file has one split only).
     """
 
     name = "code"
@@ -34,14 +42,24 @@ class CodeTask(Task):
         scorer: CodeScorer | None = None,
         calibration_runs: int = 4,
         trust_forgeable: bool | None = None,
+        difficulty: str | None = None,
+        holdout: int = 0,
     ) -> None:
         from corrgrpo.domains.code.data import BENCHMARKS
 
         if benchmark not in BENCHMARKS:
             raise ValueError(f"unknown code benchmark {benchmark!r}; expected one of {BENCHMARKS}")
+        if isinstance(holdout, bool) or not isinstance(holdout, int) or holdout < 0:
+            raise ValueError(f"holdout must be a non-negative integer, got {holdout!r}")
         self.benchmark = benchmark
         self.source = source
         self.limit = limit
+        self.holdout = holdout
+        self.difficulty = (
+            {d.strip().lower() for d in str(difficulty).split(",") if d.strip()}
+            if difficulty
+            else None
+        )
         if scorer is not None and weights is not None:
             raise ValueError("pass weights either to the task or to its scorer, not both")
         if scorer is not None and trust_forgeable is not None:
@@ -59,7 +77,55 @@ class CodeTask(Task):
     def rows(self, split: str = "train") -> list[dict[str, Any]]:
         from corrgrpo.domains.code.data import load_benchmark
 
-        return load_benchmark(self.benchmark, self.source, split=split, limit=self.limit)
+        if not self.difficulty and not self.holdout:
+            return load_benchmark(self.benchmark, self.source, split=split, limit=self.limit)
+        rows = load_benchmark(self.benchmark, self.source, split="train" if self.holdout else split)
+        if self.difficulty:
+            rows = [r for r in rows if str(r.get("difficulty", "")).lower() in self.difficulty]
+        if self.holdout:
+            rows = self._holdout_split(rows, split)
+        return rows[: self.limit] if self.limit is not None else rows
+
+    def _holdout_split(self, rows: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+        import random
+
+        if self.holdout >= len(rows):
+            raise ValueError(f"holdout={self.holdout} leaves no training problems of {len(rows)}")
+        order = list(range(len(rows)))
+        random.Random(0).shuffle(order)  # fixed: every run holds out the same problems
+        chosen = order[: self.holdout] if split != "train" else order[self.holdout :]
+        return [rows[i] for i in sorted(chosen)]
+
+    def check_data(self) -> None:
+        """A local source that does not exist is named before any model loads."""
+        source = self.source
+        if source is None:
+            return
+        text = str(source)
+        local = text.startswith((".", "/", "~")) or bool(Path(text).suffix)
+        if local and not Path(text).expanduser().exists():
+            raise ValueError(
+                f"code data {text} does not exist: give --task-option source=FILE_OR_FOLDER "
+                "(e.g. a LeetCodeDataset jsonl.gz) or a dataset name"
+            )
+
+    def demonstrations(self, n: int, seed: int = 0) -> list[tuple[Any, str]]:
+        """``n`` (chat prompt, reference solution in the task's answer format: a fenced python
+        block) pairs drawn from the train split's problems that ship a reference, for a
+        supervised warm start."""
+        import random
+
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"number of demonstrations must be a positive integer, got {n!r}")
+        rows = [r for r in self.rows("train") if str(r.get("reference", "")).strip()]
+        if not rows:
+            raise ValueError(
+                f"the {self.benchmark} training problems ship no reference solutions to warm "
+                "start on: --set warm_start_steps=0"
+            )
+        rng = random.Random(seed)
+        picked = [rng.choice(rows) for _ in range(n)]
+        return [(row["prompt"], answer_text(row["reference"])) for row in picked]
 
     def load_dataset(self, split: str = "train") -> Any:
         rows = self.rows(split)

@@ -49,6 +49,8 @@ def _prompts(args: argparse.Namespace, rows: Sequence[Any]) -> list[Any]:
 
 
 def _generate(args: argparse.Namespace, rows: Sequence[Any], progress: Any) -> dict[str, str]:
+    from corrgrpo.domains.tools.parser import tool_call_end
+
     task = progress.add_task("generating", total=len(rows))
     texts = args.generate(  # supplied by corrgrpo.cli.evaluate
         args.model,
@@ -57,6 +59,8 @@ def _generate(args: argparse.Namespace, rows: Sequence[Any], progress: Any) -> d
         batch_size=args.batch_size,
         device=args.device,
         on_batch=lambda n: progress.advance(task, n),
+        # the project format puts every call of a turn in one block: scoring reads no further
+        stop=tool_call_end if args.prompt_style == "project" else None,
     )
     if args.save_predictions:
         with Path(args.save_predictions).open("w", encoding="utf-8") as handle:
@@ -113,12 +117,16 @@ def run_bfcl(args: argparse.Namespace) -> int:
     result["data"] = str(args.data or default_data_dir())
     result["source"] = args.model or args.predictions
     result["prompt_style"] = args.prompt_style
+    if getattr(args, "generation", None):
+        result["generation"] = dict(args.generation)
     _write_result(args, result)
     return 0
 
 
 def _write_result(args: argparse.Namespace, result: dict[str, Any]) -> None:
     from rich.console import Console
+
+    from corrgrpo.domains.tools.eval import print_generation
 
     if args.output:
         text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
@@ -128,5 +136,6 @@ def _write_result(args: argparse.Namespace, result: dict[str, Any]) -> None:
         sys.stdout.write("\n")
         return
     Console().print(bfcl_table(result))
+    print_generation(result)
     if args.output:
         Console().print(f"wrote {args.output}")

@@ -50,7 +50,12 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="evaluate only the first N rows (BFCL: of each category)",
     )
-    parser.add_argument("--max-new-tokens", type=int, default=1024)
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="new tokens per answer (default 1024; a model preset: its own budget)",
+    )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--save-predictions", help="write generated completions to this JSONL")
@@ -197,6 +202,17 @@ def metrics_table(result: dict[str, Any]) -> Any:
     return table
 
 
+def print_generation(result: dict[str, Any]) -> None:
+    """One line: rows, new tokens, seconds and tokens per second of the model's generation."""
+    generation = result.get("generation")
+    if generation:
+        print(
+            f"generated {generation['new_tokens']} tokens for {generation['rows']} rows in "
+            f"{generation['seconds']:.1f} s ({generation['tokens_per_second']:.1f} tokens/s); "
+            f"{generation['rows_at_budget']} rows used the whole --max-new-tokens budget"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         if args.benchmark == "bfcl":
@@ -216,6 +232,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from corrgrpo.domains.tools.data import load_tool_rows
+    from corrgrpo.domains.tools.parser import tool_call_end
 
     kind, rows = load_tool_rows(args.data, split=args.split, kind=args.kind, limit=args.limit)
     if not rows:
@@ -231,6 +248,8 @@ def _run(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 device=args.device,
                 on_batch=lambda n: progress.advance(task, n),
+                # API-Bank scores the first call only; RLLA also scores the <response> after it
+                stop=tool_call_end if kind == "api_bank" else None,
             )
             if args.save_predictions:
                 write_predictions(args.save_predictions, rows, completions)
@@ -239,6 +258,8 @@ def _run(args: argparse.Namespace) -> int:
         result = evaluate_rows(kind, rows, completions, progress)
     result["data"] = str(args.data)
     result["source"] = args.model or args.predictions
+    if getattr(args, "generation", None):
+        result["generation"] = dict(args.generation)
     if args.output:
         Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     if args.json:
@@ -246,6 +267,7 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         Console().print(metrics_table(result))
+        print_generation(result)
         if args.output:
             Console().print(f"wrote {args.output}")
     return 0

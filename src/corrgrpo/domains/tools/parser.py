@@ -189,6 +189,17 @@ def _find_block(
     return text[inner_start:b], inner_start
 
 
+def tool_call_end(text: str) -> int | None:
+    """Where a tool-calling answer can stop, for generation: just after the first
+    ``</tool_call>`` that follows the think block (all calls of a turn go in that one block);
+    ``None`` while there is none."""
+    if THINK_OPEN in text and THINK_CLOSE not in text:
+        return None
+    start = text.find(THINK_CLOSE) + len(THINK_CLOSE) if THINK_CLOSE in text else 0
+    close = text.find(CALL_CLOSE, start)
+    return None if close < 0 else close + len(CALL_CLOSE)
+
+
 def parse_response(text: Any) -> ParsedResponse:
     """Parse one response; never raises. Non-string input is parsed as an empty response."""
     issues: list[ParseIssue] = []

@@ -73,6 +73,21 @@ class ToolsTask(Task):
         chosen = order[: self.holdout] if split != "train" else order[self.holdout :]
         return [rows[i] for i in sorted(chosen)]
 
+    def check_data(self) -> None:
+        """Missing data is named before any model loads (one sentence with the fix)."""
+        if self.source is None:
+            raise ValueError(
+                "the tools task needs data: --task-option source=PATH (an RLLA json file, a "
+                "ToolRL parquet folder or a hub dataset name)"
+            )
+        for source in (self.source, self.eval_source):
+            text = "" if source is None else str(source)
+            local = text.startswith((".", "/", "~")) or bool(Path(text).suffix)
+            if text and local and not Path(text).expanduser().exists():
+                raise ValueError(
+                    f"tools data {text} does not exist: give --task-option source=PATH"
+                )
+
     def demonstrations(self, n: int, seed: int = 0) -> list[tuple[Any, str]]:
         """``n`` (chat prompt, reference response) pairs drawn from the train split, for a
         supervised warm start that teaches the output format."""

@@ -16,7 +16,9 @@ import torch
 from torch import Tensor
 
 from corrgrpo.diagnostics import diagnose
+from corrgrpo.diagnostics.weight_regimes import low_weight_groups, low_weight_share
 from corrgrpo.estimators import compute_advantages
+from corrgrpo.estimators.registry import SUM_FIRST_ESTIMATORS
 from corrgrpo.integrations.trl.config import ALL_KEY, TOTAL_KEY
 
 METRIC_PREFIX = "corrgrpo"
@@ -57,6 +59,13 @@ class EstimatorSettings:
             raise ValueError(
                 f"dynamic_sampling_key {key!r} is neither 'total', 'all' nor a reward function "
                 f"name; reward functions: {', '.join(names)}"
+            )
+        if key == TOTAL_KEY and self.estimator not in SUM_FIRST_ESTIMATORS:
+            # a constant total is no constant signal for an estimator that reads components
+            raise ValueError(
+                f"dynamic_sampling_key='total' would drop groups whose rewards differ but whose "
+                f"totals agree, and estimator {self.estimator!r} learns from those; use 'all' "
+                "(every component constant) or a reward function's name"
             )
 
 
@@ -201,6 +210,9 @@ def _batch_advantages_cpu(
         )
         for key, value in diagnosis.to_scalars().items():
             metrics[f"{METRIC_PREFIX}/{key}"] = value
+        group_index = torch.arange(rewards.shape[0]) // num_generations
+        marked = low_weight_groups(rewards, group_index, weights)
+        metrics[f"{METRIC_PREFIX}/low_weight_share"] = low_weight_share(advantages, marked)
     return BatchAdvantages(advantages=advantages, kept=kept, metrics=metrics)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from corrgrpo.domains.agent.policies import AgentPolicy, Messages
 from corrgrpo.domains.agent.prompting import messages_for_tool_role, template_tool_role
+from corrgrpo.integrations.trl.generation import GenerationStats, generate_texts
 
 
 class ChatModelPolicy(AgentPolicy):
@@ -56,6 +57,8 @@ class ChatModelPolicy(AgentPolicy):
             torch.manual_seed(seed)  # once: later turns continue the same random stream
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
+        #: generated tokens and seconds over the whole evaluation (tokens per second)
+        self.stats = GenerationStats()
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, **kwargs: Any) -> ChatModelPolicy:
@@ -72,34 +75,28 @@ class ChatModelPolicy(AgentPolicy):
     def respond_batch(
         self, conversations: Sequence[Messages], episode_indices: Sequence[int]
     ) -> list[str]:
-        import torch
-
-        outputs: list[str] = []
-        for start in range(0, len(conversations), self.batch_size):
-            chunk = conversations[start : start + self.batch_size]
-            texts = [
-                self.tokenizer.apply_chat_template(
-                    messages_for_tool_role(list(m), self.tool_role),
-                    tokenize=False,
-                    add_generation_prompt=True,
-                )
-                for m in chunk
-            ]
-            self.tokenizer.padding_side = "left"
-            batch = self.tokenizer(
-                texts, return_tensors="pt", padding=True, add_special_tokens=False
+        """The next turn of every conversation: length-sorted batches with the KV cache, each
+        row ending at its EOS (see :func:`generate_texts`)."""
+        texts = [
+            self.tokenizer.apply_chat_template(
+                messages_for_tool_role(list(m), self.tool_role),
+                tokenize=False,
+                add_generation_prompt=True,
             )
-            batch = {k: v.to(self.model.device) for k, v in batch.items()}
-            sampling = self.temperature > 0
-            with torch.no_grad():
-                generated = self.model.generate(
-                    **batch,
-                    max_new_tokens=self.max_new_tokens,
-                    do_sample=sampling,
-                    temperature=self.temperature if sampling else None,
-                    top_p=self.top_p if sampling else None,
-                    pad_token_id=self.tokenizer.pad_token_id,
-                )
-            new_tokens = generated[:, batch["input_ids"].shape[1] :]
-            outputs.extend(self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
-        return outputs
+            for m in conversations
+        ]
+        sampling = self.temperature > 0
+        options = (
+            {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
+            if sampling
+            else {"do_sample": False}
+        )
+        return generate_texts(
+            self.model,
+            self.tokenizer,
+            texts,
+            max_new_tokens=self.max_new_tokens,
+            batch_size=self.batch_size,
+            sampling=options,
+            stats=self.stats,
+        )

@@ -10,6 +10,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from corrgrpo.estimators.registry import check_options
+from corrgrpo.utils.reward_faults import DEFAULT_REWARD_ERROR_THRESHOLD, check_threshold
 
 # Keys accepted by ``dynamic_sampling_key`` besides a reward function's name.
 TOTAL_KEY = "total"
@@ -42,6 +43,16 @@ class CorrGRPOConfig(GRPOConfig):
         log_advantage_diagnostics: log mean Q, mean c_q, per-component denominator shares and
             zero-variance fractions, near-singular groups and guard triggers every step.
         near_singular_threshold: a group with Q below this is counted as near-singular.
+        log_update_norm: log ``corrgrpo/update_norm`` (the norm of the parameter update each
+            optimizer step applied) and ``corrgrpo/update_norm_relative`` (over the parameter
+            norm); it keeps one copy of the trainable parameters, so ``None`` turns it on only
+            up to 500M trainable parameters. The gradient norm before clipping is TRL's
+            ``grad_norm``.
+        reward_error_threshold: a reward function that raises, returns NaN/inf/a non-number or
+            the wrong number of values for some samples gives NaN (not applicable) there; the
+            failures are counted in ``corrgrpo/reward_errors/<name>``, and the run stops when
+            one function fails on more than this share of a batch (0: on any failure).
+            ``None`` turns the guard off (a failing reward function raises, as in TRL).
     """
 
     advantage_estimator: str = field(
@@ -77,6 +88,21 @@ class CorrGRPOConfig(GRPOConfig):
     near_singular_threshold: float = field(
         default=0.1, metadata={"help": "Q below this counts as a near-singular group."}
     )
+    log_update_norm: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Log the norm of each applied parameter update (corrgrpo/update_norm, and "
+            "relative to the parameter norm); keeps a copy of the trainable parameters. None: on "
+            "up to 500M trainable parameters."
+        },
+    )
+    reward_error_threshold: float | None = field(
+        default=DEFAULT_REWARD_ERROR_THRESHOLD,
+        metadata={
+            "help": "Share of a batch on which one reward function may fail (value NaN) before the "
+            "run stops; 0 stops at the first failure, None disables the guard."
+        },
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -94,6 +120,7 @@ class CorrGRPOConfig(GRPOConfig):
                 f"estimator_options must be a dict, got {type(self.estimator_options).__name__}"
             )
         check_options(self.advantage_estimator, self.estimator_options)
+        self.reward_error_threshold = check_threshold(self.reward_error_threshold)
         if not isinstance(self.advantage_ddof, int) or self.advantage_ddof < 0:
             raise ValueError(
                 f"advantage_ddof must be a non-negative int, got {self.advantage_ddof!r}"

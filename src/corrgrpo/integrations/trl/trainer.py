@@ -9,6 +9,10 @@ TRL has no advantage hook, so two methods are extended, each calling ``super()``
   logged completions table, applies DAPO-style dynamic sampling through the loss mask, and logs
   the diagnostics through TRL's own metrics (so every ``report_to`` backend receives them).
 
+Reward functions are wrapped (:mod:`~corrgrpo.integrations.trl.reward_guard`) so that one that
+fails on some samples gives NaN there instead of ending the run; the failures are counted per
+function (``corrgrpo/reward_errors/<name>``) and stop the run above ``reward_error_threshold``.
+
 Everything else (generation, loss types, ``num_iterations``, checkpoints) is TRL's.
 """
 
@@ -18,7 +22,11 @@ import inspect
 from typing import Any
 
 import torch
+from accelerate.utils import gather_object
+from torch import nn
+from transformers.utils import logging as hf_logging
 from trl import GRPOTrainer
+from trl.trainer.utils import get_callable_name, is_async_callable
 
 from corrgrpo.integrations.trl.advantages import (
     BatchAdvantages,
@@ -26,6 +34,12 @@ from corrgrpo.integrations.trl.advantages import (
     batch_advantages,
 )
 from corrgrpo.integrations.trl.config import CorrGRPOConfig
+from corrgrpo.integrations.trl.reward_guard import guard_reward_function
+from corrgrpo.integrations.trl.update_norms import UpdateNormCallback, wants_update_norms
+from corrgrpo.utils.reward_faults import FailureLog, RewardFunctionError, stop_message, too_many
+
+logger = hf_logging.get_logger(__name__)
+REWARD_ERRORS_PREFIX = "corrgrpo/reward_errors/"
 
 
 class CorrGRPOTrainer(GRPOTrainer):
@@ -54,17 +68,72 @@ class CorrGRPOTrainer(GRPOTrainer):
             bound.arguments["args"] = CorrGRPOConfig(f"{str(model_id).split('/')[-1]}-CorrGRPO")
         self.advantage_settings = EstimatorSettings.from_args(bound.arguments["args"])
         self._gathered_rewards: torch.Tensor | None = None
+        self.reward_failures = FailureLog(logger)
+        self._reward_error_threshold = getattr(
+            bound.arguments["args"], "reward_error_threshold", None
+        )
+        if self._reward_error_threshold is not None:
+            bound.arguments["reward_funcs"] = self._guard(bound.arguments["reward_funcs"])
         super().__init__(*bound.args[1:], **bound.kwargs)
         self.advantage_settings.check_dynamic_sampling_key(list(self.reward_func_names))
+        if wants_update_norms(getattr(self.args, "log_update_norm", None), self.model):
+            self.add_callback(UpdateNormCallback(lambda: self._metrics["train"]))
 
     __init__.__signature__ = inspect.signature(GRPOTrainer.__init__)  # type: ignore[attr-defined]
 
+    def _guard(self, reward_funcs: Any) -> Any:
+        """Plain reward functions wrapped for per-sample failure isolation (models as they are)."""
+        funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        guarded = [
+            func
+            if func is None or isinstance(func, (str, nn.Module))
+            else guard_reward_function(
+                func,
+                get_callable_name(func),
+                self.reward_failures,
+                is_async=is_async_callable(func),
+            )
+            for func in funcs
+        ]
+        return guarded if isinstance(reward_funcs, list) else guarded[0]
+
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # type: ignore[no-untyped-def]
+        self.reward_failures.start_batch()
         rewards_per_func = super()._calculate_rewards(
             inputs, prompts, completions, completion_ids_list
         )
+        if self._reward_error_threshold is not None:
+            self._count_reward_failures(len(prompts))
         self._gathered_rewards = rewards_per_func
         return rewards_per_func
+
+    def _count_reward_failures(self, local_size: int) -> None:
+        """Log this batch's failures per reward function; stop the run above the threshold.
+
+        Counts are summed over processes, so every process takes the same decision.
+        """
+        names = list(self.reward_func_names)
+        local = torch.tensor(
+            [[self.reward_failures.count(n) for n in names]], device=self.accelerator.device
+        )
+        counts = self.accelerator.gather(local).sum(dim=0).tolist()
+        mode = "train" if getattr(self.model, "training", True) else "eval"
+        for name, count in zip(names, counts, strict=True):
+            self._metrics[mode][REWARD_ERRORS_PREFIX + name].append(float(count))
+        batch = local_size * self.accelerator.num_processes
+        threshold = float(self._reward_error_threshold or 0.0)
+        failing = [
+            (n, c) for n, c in zip(names, counts, strict=True) if too_many(c, batch, threshold)
+        ]
+        if not failing:
+            return
+        name, count = failing[0]
+        first = self.reward_failures.first(name)
+        offset = self.accelerator.process_index * local_size
+        described = gather_object([] if first is None else [first.describe(offset)])
+        raise RewardFunctionError(
+            stop_message(name, int(count), batch, threshold, described[0] if described else "?")
+        )
 
     def _generate_and_score_completions(self, inputs):  # type: ignore[no-untyped-def]
         self._gathered_rewards = None

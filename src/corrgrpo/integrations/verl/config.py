@@ -11,6 +11,7 @@ a sub-section of it::
         eps: null        # the estimator's own default
         ddof: 1
         options: {}      # estimator options, e.g. {stabilizer: outside, guard: floor}
+        reward_error_threshold: 0.1   # stop when the reward function fails on more of a batch
 
 On the command line the section is new to verl's schema, so it takes Hydra's ``+`` prefix:
 ``+algorithm.corrgrpo.reward_keys=[a,b]``; a config file that extends verl's
@@ -23,6 +24,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from corrgrpo.utils.reward_faults import DEFAULT_REWARD_ERROR_THRESHOLD, check_threshold
 
 SECTION = "corrgrpo"
 
@@ -45,6 +48,9 @@ class CorrGRPOVerlConfig:
     ddof: int = 1
     #: estimator-specific options, forwarded to :func:`corrgrpo.compute_advantages`
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: share of a batch whose reward failed (``reward_error`` set by the corrgrpo reward
+    #: function) above which the run stops; 0 stops at the first failure, ``None`` never
+    reward_error_threshold: float | None = DEFAULT_REWARD_ERROR_THRESHOLD
 
     @classmethod
     def from_algorithm(cls, algorithm: Any) -> CorrGRPOVerlConfig:
@@ -63,7 +69,7 @@ class CorrGRPOVerlConfig:
         section = _to_plain(section)
         if not isinstance(section, Mapping):
             raise TypeError(f"algorithm.{SECTION} must be a mapping, got {type(section).__name__}")
-        allowed = ("reward_keys", "weights", "eps", "ddof", "options")
+        allowed = ("reward_keys", "weights", "eps", "ddof", "options", "reward_error_threshold")
         unknown = sorted(set(section) - set(allowed))
         if unknown:
             raise ValueError(
@@ -87,7 +93,17 @@ class CorrGRPOVerlConfig:
             raise TypeError(
                 f"algorithm.{SECTION}.options must be a mapping, got {type(options).__name__}"
             )
-        return cls(reward_keys=keys, weights=weights, eps=eps, ddof=ddof, options=dict(options))
+        threshold = check_threshold(
+            section.get("reward_error_threshold", DEFAULT_REWARD_ERROR_THRESHOLD)
+        )
+        return cls(
+            reward_keys=keys,
+            weights=weights,
+            eps=eps,
+            ddof=ddof,
+            options=dict(options),
+            reward_error_threshold=threshold,
+        )
 
     def check_estimator(self, estimator: str) -> None:
         """Raise if ``options`` are not accepted by the corrgrpo estimator ``estimator``."""
@@ -102,6 +118,7 @@ class CorrGRPOVerlConfig:
             "eps": self.eps,
             "ddof": self.ddof,
             "options": dict(self.options),
+            "reward_error_threshold": self.reward_error_threshold,
         }
 
 

@@ -24,6 +24,8 @@ import torch
 
 from corrgrpo.integrations.verl.config import SECTION, CorrGRPOVerlConfig
 from corrgrpo.integrations.verl.context import ComponentBatch, current_components
+from corrgrpo.integrations.verl.rewards import REWARD_ERROR_KEY, REWARD_FUNCTION
+from corrgrpo.utils.reward_faults import RewardFunctionError, stop_message, too_many
 
 PREFIX = "corrgrpo_"
 
@@ -132,6 +134,7 @@ def outcome_advantages(
     cfg = CorrGRPOVerlConfig.from_algorithm(config)
     estimator, options = _resolve_estimator(name, cfg, config)
     batch = current_components()
+    check_reward_errors(batch, cfg, uids)
     rewards = _reward_matrix(name, cfg, config, token_level_rewards, batch)
 
     eps = cfg.eps
@@ -147,6 +150,7 @@ def outcome_advantages(
         eps=eps,
         ddof=cfg.ddof,
         stats=stats,
+        token_counts=_official_token_counts(estimator, options, response_mask, rows),
         **options,
     )
     if scatter is not None:
@@ -156,6 +160,31 @@ def outcome_advantages(
         batch.stats["estimator"] = estimator
     scalar = scalar.to(device=token_level_rewards.device, dtype=token_level_rewards.dtype)
     return scalar.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
+
+
+def check_reward_errors(
+    batch: ComponentBatch | None, cfg: CorrGRPOVerlConfig, uids: Sequence[Any]
+) -> None:
+    """Count the responses the reward function could not score (its ``reward_error`` flags)
+    into the batch's stats, and stop the run above ``reward_error_threshold``."""
+    if batch is None or REWARD_ERROR_KEY not in batch.columns:
+        return
+    flags = _float_column(batch.columns[REWARD_ERROR_KEY], REWARD_ERROR_KEY, len(uids))
+    failed = np.flatnonzero(np.nan_to_num(flags) > 0)
+    batch.stats[f"reward_errors/{REWARD_FUNCTION}"] = float(failed.size)
+    threshold = cfg.reward_error_threshold
+    if threshold is None or not too_many(int(failed.size), len(uids), threshold):
+        return
+    first = int(failed[0])
+    raise RewardFunctionError(
+        stop_message(
+            REWARD_FUNCTION,
+            int(failed.size),
+            len(uids),
+            threshold,
+            f"row {first} (uid {uids[first]!r}); its error is in the reward worker's log",
+        )
+    )
 
 
 def _resolve_estimator(
@@ -176,7 +205,38 @@ def _resolve_estimator(
                 "it applies to grpo (-> dr_grpo) and corr_grpo (numerator only)"
             )
     CorrGRPOVerlConfig(options=options).check_estimator(name)
+    _check_group_filter(name, cfg, config)
     return name, options
+
+
+def _official_token_counts(
+    estimator: str, options: dict[str, Any], response_mask: torch.Tensor, rows: list[int] | None
+) -> torch.Tensor | None:
+    """Response lengths, for estimators whose official conventions weight by tokens."""
+    from corrgrpo.estimators.registry import takes
+
+    if options.get("conventions") != "official" or not takes(estimator, "token_counts"):
+        return None
+    counts = response_mask.detach().sum(dim=-1).to(torch.float64)
+    return counts[rows] if rows is not None else counts
+
+
+def _check_group_filter(name: str, cfg: CorrGRPOVerlConfig, config: Any) -> None:
+    """DAPO's group filter on the total would drop groups an estimator of components uses."""
+    from corrgrpo.estimators.registry import SUM_FIRST_ESTIMATORS
+
+    group_filter = _config_get(config, "filter_groups", None)
+    if not _config_get(group_filter, "enable", False) or name in SUM_FIRST_ESTIMATORS:
+        return
+    metric = _config_get(group_filter, "metric", None)
+    if metric not in cfg.reward_keys:
+        raise ValueError(
+            f"algorithm.filter_groups drops the groups whose {metric or 'reward'!r} is constant; "
+            "for the total reward that includes groups whose components differ but whose "
+            f"totals agree, and estimator {name!r} learns from those. Filter on one of "
+            f"algorithm.{SECTION}.reward_keys ({', '.join(cfg.reward_keys) or 'none set'}) "
+            "instead, or disable algorithm.filter_groups"
+        )
 
 
 def _reward_matrix(

@@ -14,14 +14,32 @@ the corrgrpo estimators read the components (``algorithm.corrgrpo.reward_keys``)
 domain module is imported on first use, so a run only needs its own domain's extras.
 Not-applicable components come back as NaN (never ``None``, which would turn verl's
 per-batch arrays into object arrays).
+
+A response the domain fails to score (it raises, or returns a NaN/infinite score or a
+component that is not a number) does not end the run: its components are NaN (not
+applicable), its ``score`` 0, and ``reward_error`` is 1 (0 for every scored response, so all
+responses have the same keys). The first failure of each kind is logged once per process; the
+corrgrpo estimators count the flags per batch (``corrgrpo/reward_errors/compute_score``) and
+stop the run above ``algorithm.corrgrpo.reward_error_threshold``. ``reward_kwargs.strict:
+true`` raises at the first failure instead. Set ``components`` so that a failed response
+has exactly the keys of a scored one.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from corrgrpo.utils.reward_faults import (
+    FailureLog,
+    RewardFailure,
+    RewardFunctionError,
+    describe_exception,
+    one_line,
+)
 
 DOMAINS = ("code", "tools", "agent")
 
@@ -49,6 +67,14 @@ DATA_SOURCES: dict[str, str] = {
 
 #: keyword arguments verl's reward managers add that the domain functions do not take
 _VERL_INFRASTRUCTURE_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+
+#: 1.0 in the result of a response that could not be scored, 0.0 otherwise
+REWARD_ERROR_KEY = "reward_error"
+#: the name failures are counted under (verl's custom reward function)
+REWARD_FUNCTION = "compute_score"
+
+# verl's own plugin channel; only which failure kinds were logged is remembered between calls
+_FAILURES = FailureLog(logging.getLogger("corrgrpo.integrations.verl"))
 
 
 def domain_of(data_source: Any) -> str:
@@ -94,20 +120,51 @@ def compute_score(
     *,
     domain: str | None = None,
     components: Sequence[str] | None = None,
+    strict: bool = False,
     **kwargs: Any,
 ) -> dict[str, float]:
     """verl custom reward function: dispatch to the domain of ``data_source`` (or ``domain``).
 
-    ``components`` fixes the keys of the result (besides ``score``): verl builds its
-    per-batch arrays from the first response's keys, so every response must return the
-    same ones; a listed component the domain did not return is an error, extra keys are
-    dropped. Other keyword arguments (from ``reward_kwargs``) go to the domain function.
+    ``components`` fixes the keys of the result (besides ``score`` and ``reward_error``): verl
+    builds its per-batch arrays from the first response's keys, so every response must return
+    the same ones; a listed component the domain did not return is an error, extra keys are
+    dropped. A response the domain cannot score gets NaN components (see the module doc);
+    ``strict`` raises instead. Other keyword arguments (from ``reward_kwargs``) go to the
+    domain function.
     """
     for key in _VERL_INFRASTRUCTURE_KWARGS:
         kwargs.pop(key, None)
-    scorer = domain_scorer(domain or domain_of(data_source))
-    result = scorer(data_source, solution_str, ground_truth, extra_info, **kwargs)
-    return normalize_result(result, components)
+    name = domain or domain_of(data_source)
+    scorer = domain_scorer(name)
+    try:
+        result = scorer(data_source, solution_str, ground_truth, extra_info, **kwargs)
+        scored = normalize_result(result, components)
+    except Exception as error:
+        failure = RewardFailure(
+            REWARD_FUNCTION,
+            None,
+            type(error).__name__,
+            describe_exception(error),
+            f"domain {name}, data_source {data_source!r}, "
+            f"response {one_line(repr(solution_str), 60)}",
+        )
+        if strict:
+            raise RewardFunctionError(
+                f"reward function {failure.function!r} failed (strict): {failure.describe()}"
+            ) from error
+        _FAILURES.warn_once(failure)
+        return failed_result(name, components)
+    return {**scored, REWARD_ERROR_KEY: 0.0}
+
+
+def failed_result(domain: str, components: Sequence[str] | None) -> dict[str, float]:
+    """The result of a response that could not be scored: NaN components, score 0, flagged."""
+    if components is None:
+        module = importlib.import_module(DOMAIN_MODULES[domain])
+        components = tuple(getattr(module, "COMPONENTS", ()))
+    out = {"score": 0.0, **{c: math.nan for c in components if c != "score"}}
+    out[REWARD_ERROR_KEY] = 1.0
+    return out
 
 
 def normalize_result(result: Any, components: Sequence[str] | None = None) -> dict[str, float]:
@@ -142,4 +199,7 @@ def normalize_result(result: Any, components: Sequence[str] | None = None) -> di
             # an unrequested non-numeric diagnostic (e.g. an error message) is not a reward
     if math.isnan(out["score"]):
         raise ValueError(f"the domain returned a NaN score: {result!r:.200}")
+    infinite = [key for key, value in out.items() if math.isinf(value)]
+    if infinite:
+        raise ValueError(f"the domain returned an infinite {infinite[0]!r}: {result!r:.200}")
     return out

@@ -29,6 +29,7 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 from corrgrpo.integrations.verl.config import CorrGRPOVerlConfig
 from corrgrpo.integrations.verl.context import provide_components
 from corrgrpo.integrations.verl.estimators import corrgrpo_name_of
+from corrgrpo.integrations.verl.rewards import REWARD_ERROR_KEY
 
 #: trainer mode name -> verl's trainer it extends
 MODES: dict[str, type[PPOTrainer]] = {
@@ -103,7 +104,11 @@ class ComponentRewardsMixin:
         )
         extra = data["extra_fields"]
         extra_list = extra.tolist() if hasattr(extra, "tolist") else list(extra)
-        columns, missing = components_from_extra_fields(extra_list, names)
+        # the failure flags of corrgrpo's reward function ride along when it sets them
+        columns, missing = components_from_extra_fields(extra_list, [*names, REWARD_ERROR_KEY])
+        if REWARD_ERROR_KEY in missing:
+            missing.remove(REWARD_ERROR_KEY)
+            del columns[REWARD_ERROR_KEY]
         if not missing:
             return columns
         # a colocated reward model writes reward_extra_info keys as top-level fields
