@@ -8,6 +8,7 @@ per-component means, advantage-scale diagnostics and a plain verdict::
     corrgrpo compare                                  # toy task: corr_grpo, grpo, gdpo x 3 seeds
     corrgrpo compare --estimators corr_grpo,grpo,gdpo,dr_grpo --seeds 5 --max-steps 100
     corrgrpo compare --estimators corr_grpo,corr_grpo:guard=floor,grpo   # options per variant
+    corrgrpo compare --sweep learning_rate=3e-4,1e-3,3e-3 --seeds 5   # a grid beside them
     corrgrpo compare --report-only runs/compare-toy-...   # report again from finished runs
     corrgrpo compare --resume runs/compare-toy-...        # finish an interrupted comparison
 
@@ -16,6 +17,10 @@ status). A run that fails is recorded there with its reason and the others go on
 skips finished runs, continues interrupted ones from their checkpoints and reruns failed ones
 (the failed run's folder is kept as ``<folder>.failed-N``). The report names missing and
 failed runs, and every mean over fewer seeds than planned says so.
+
+``--sweep KEY=V1,V2,...`` (repeatable: the grid is the product) runs every estimator and seed
+at every setting and reports each estimator at its best setting and at every setting, with a
+plot of the final total against the swept value (:mod:`corrgrpo.training.sweep`).
 """
 
 from __future__ import annotations
@@ -67,6 +72,14 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="finish the comparison in DIR with its own settings: skip finished runs, resume "
         "interrupted ones from their checkpoints, rerun failed ones",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="append",
+        metavar="KEY=V1,V2,...",
+        help="also run every estimator and seed at each of these values of a setting: a TRL "
+        "option (learning_rate=1e-4,3e-4), a run setting, task.KEY or estimator.KEY; "
+        "repeat for a grid (their product)",
     )
     add_passthrough_argument(parser)
     parser.set_defaults(func=run)
@@ -131,19 +144,34 @@ def compare(
     seeds: list[int],
     out_dir: Path,
     console: Any = None,
+    sweep: dict[str, list[Any]] | None = None,
 ) -> Path:
-    """Run every (estimator, seed) with ``base`` settings and write the report; returns its path."""
-    plan = new_plan(base, estimators, seeds)
+    """Run every (estimator, seed) with ``base`` settings (at every point of ``sweep``'s
+    grid) and write the report; returns its path."""
+    plan = new_plan(base, estimators, seeds, sweep)
     if is_main_process():
         out_dir.mkdir(parents=True, exist_ok=True)
         write_plan(out_dir, plan)
     return run_plan(out_dir, plan, console)
 
 
-def new_plan(base: Any, estimators: list[EstimatorSpec], seeds: list[int]) -> dict[str, Any]:
+def new_plan(
+    base: Any,
+    estimators: list[EstimatorSpec],
+    seeds: list[int],
+    sweep: dict[str, list[Any]] | None = None,
+) -> dict[str, Any]:
     """Every run of a comparison with its status, and what is needed to resume it."""
+    from corrgrpo.training.sweep import grid_settings, setting_folder
+
+    settings = grid_settings(sweep or {})
     # Seed by seed, every estimator in turn: a comparison stopped early stays balanced.
-    runs = [(spec, seed, f"{spec.folder}-s{seed}") for seed in seeds for spec in estimators]
+    runs = [
+        (spec, seed, setting, "-".join(filter(None, [spec.folder, setting_folder(setting)])))
+        for seed in seeds
+        for setting in settings
+        for spec in estimators
+    ]
     steps = base.trainer.get("max_steps", "?")
     model = base.model or "tiny local model"
     return {
@@ -159,17 +187,20 @@ def new_plan(base: Any, estimators: list[EstimatorSpec], seeds: list[int]) -> di
             {"label": e.label, "name": e.name, "options": e.options} for e in estimators
         ],
         "seeds": list(seeds),
+        "sweep": dict(sweep or {}),
+        "settings": settings,
         "runs": [
             {
                 "label": spec.label,
                 "estimator": spec.name,
                 "options": spec.options,
+                "setting": setting,
                 "seed": seed,
-                "folder": folder,
+                "folder": f"{folder}-s{seed}",
                 "status": "pending",
                 "reason": None,
             }
-            for spec, seed, folder in runs
+            for spec, seed, setting, folder in runs
         ],
     }
 
@@ -195,14 +226,17 @@ def run_plan(out_dir: Path, plan: dict[str, Any], console: Any = None) -> Path:
     A failed run is recorded (status, reason, ``error.txt`` in its folder) and the next one
     starts; an interrupted one (SIGTERM, Ctrl-C) is recorded and stops the comparison.
     """
+    from corrgrpo.training.sweep import setting_label
+
     runs = plan["runs"]
     for index, entry in enumerate(runs, start=1):
         if _finished(out_dir, entry):
             entry["status"] = "finished"
             continue
         if console is not None:
+            at = f" {setting_label(entry['setting'])}" if entry.get("setting") else ""
             console.print(
-                f"[bold]run {index}/{len(runs)}[/bold]: estimator={entry['label']} "
+                f"[bold]run {index}/{len(runs)}[/bold]: estimator={entry['label']}{at} "
                 f"seed={entry['seed']}"
             )
         if not _run_entry(out_dir, plan, entry, console):
@@ -260,21 +294,30 @@ def _train_entry(plan: dict[str, Any], entry: dict[str, Any], run_dir: Path, con
         settings = load_run_settings(run_dir)
         return bool(train(settings, console=console, resume=True).main_process)
     settings = apply_overrides(
-        RunSettings(**plan["base"]),
-        {
-            "estimator": entry["estimator"],
-            "estimator_options": entry["options"],
-            "seed": entry["seed"],
-            "output_dir": str(run_dir),
-        },
+        entry_settings(RunSettings(**plan["base"]), entry), {"output_dir": str(run_dir)}
     )
     return bool(train(settings, console=console).main_process)
+
+
+def entry_settings(base: Any, entry: dict[str, Any]) -> Any:
+    """``base`` with one run's estimator, options, seed and sweep setting."""
+    from corrgrpo.training.settings import apply_overrides
+    from corrgrpo.training.sweep import setting_overrides
+
+    swept = setting_overrides(entry.get("setting") or {})
+    options = {**entry["options"], **swept.pop("estimator_options", {})}
+    settings = apply_overrides(base, swept)
+    return apply_overrides(
+        settings,
+        {"estimator": entry["estimator"], "estimator_options": options, "seed": entry["seed"]},
+    )
 
 
 def report_only(out_dir: Path) -> Path:
     """The report of a comparison folder from its finished runs (``plan.json`` + run folders)."""
     from corrgrpo.training.report import RunSummary, write_report
     from corrgrpo.training.run_folder import METRICS_FILE, SUMMARY_FILE, read_metrics
+    from corrgrpo.training.sweep import sweep_section, variant_label
 
     plan = read_plan(out_dir)
     summaries: list[RunSummary] = []
@@ -283,7 +326,8 @@ def report_only(out_dir: Path) -> Path:
     components: list[str] = []
     weights: list[float] = []
     for entry in plan["runs"]:
-        planned[entry["label"]] = planned.get(entry["label"], 0) + 1
+        label = variant_label(entry["label"], entry.get("setting") or {})
+        planned[label] = planned.get(label, 0) + 1
         run_dir = out_dir / entry["folder"]
         summary_path = run_dir / SUMMARY_FILE
         if not summary_path.exists():
@@ -293,7 +337,7 @@ def report_only(out_dir: Path) -> Path:
         components, weights = summary["components"], summary["weights"]
         summaries.append(
             RunSummary(
-                estimator=entry["label"],
+                estimator=label,
                 seed=entry["seed"],
                 path=entry["folder"],
                 start=summary["start"],
@@ -316,6 +360,11 @@ def report_only(out_dir: Path) -> Path:
         title=plan["title"],
         budget=f"{plan['budget']} {done}, {wall:.0f}s of wall time in all.",
         planned=planned,
+        sections=(
+            (lambda data: sweep_section(summaries, plan, data.metrics, out_dir))
+            if plan.get("sweep")
+            else None
+        ),
     )
 
 
@@ -358,25 +407,30 @@ def default_folder(base: Any) -> Path:
     return Path(base.runs_root) / f"compare-{base.task}-{stamp}"
 
 
-def check_plan(args: argparse.Namespace) -> tuple[Any, list[EstimatorSpec], list[int]]:
-    """Base settings, variants and seeds, every run's settings checked before any training."""
+def check_plan(
+    args: argparse.Namespace,
+) -> tuple[Any, list[EstimatorSpec], list[int], dict[str, list[Any]]]:
+    """Base settings, variants, seeds and sweep, every run's settings checked before any
+    training."""
     from corrgrpo.training.preflight import check_settings
-    from corrgrpo.training.settings import apply_overrides
+    from corrgrpo.training.sweep import grid_settings, parse_sweep
 
     estimators = parse_estimators(args.estimators or DEFAULT_ESTIMATORS)
     seeds = parse_seeds(args.seeds or "3")
+    sweep = parse_sweep(args.sweep or [])
     base = resolve_settings(args)
     if base.output_dir is not None:
         raise ValueError("output_dir is chosen per run here; use --output-dir for the comparison")
     for spec in estimators:
-        variant = {"estimator": spec.name, "estimator_options": spec.options}
-        check_settings(apply_overrides(base, variant))
+        for setting in grid_settings(sweep):
+            entry = {"estimator": spec.name, "options": spec.options, "setting": setting}
+            check_settings(entry_settings(base, {**entry, "seed": base.seed}))
     if args.compare_dir and (Path(args.compare_dir) / PLAN_FILE).exists():
         raise ValueError(
             f"{args.compare_dir} already holds a comparison ({PLAN_FILE}); choose a new "
             "--output-dir, --resume it to finish it, or --report-only to report it again"
         )
-    return base, estimators, seeds
+    return base, estimators, seeds, sweep
 
 
 def check_resume(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
@@ -386,6 +440,7 @@ def check_resume(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     from corrgrpo.cli.train import command_line_overrides
     from corrgrpo.training.resume import conflicts
     from corrgrpo.training.settings import RunSettings
+    from corrgrpo.training.sweep import parse_sweep
 
     out_dir = Path(args.resume)
     plan = read_plan(out_dir)
@@ -399,6 +454,8 @@ def check_resume(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
         clash.append(f"--estimators {args.estimators} (the plan has {','.join(labels)})")
     if args.seeds and parse_seeds(args.seeds) != plan["seeds"]:
         clash.append(f"--seeds {args.seeds} (the plan has {plan['seeds']})")
+    if args.sweep and parse_sweep(args.sweep) != plan.get("sweep", {}):
+        clash.append(f"--sweep {' '.join(args.sweep)} (the plan has {plan.get('sweep')})")
     if clash:
         raise UsageError(
             f"--resume finishes {out_dir} with its own plan; {clash[0]} would change it"
@@ -425,11 +482,11 @@ def run(args: argparse.Namespace) -> int:
         out_dir, plan = resume
         report = run_plan(out_dir, plan, shown)
     else:
-        base, estimators, seeds = check_plan(args)
+        base, estimators, seeds, sweep = check_plan(args)
         out_dir = (
             Path(args.compare_dir) if args.compare_dir else agree_on_folder(default_folder(base))
         )
-        report = compare(base, estimators, seeds, out_dir, shown)
+        report = compare(base, estimators, seeds, out_dir, shown, sweep)
         plan = read_plan(out_dir)
     if not is_main_process():
         return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -454,10 +454,13 @@ def write_report(
     title: str,
     budget: str,
     planned: Mapping[str, int] | None = None,
+    sections: Callable[[ReportData], tuple[list[str], dict[str, Any]]] | None = None,
 ) -> Path:
     """Write ``report.md`` (+ PNGs and ``results.json``) into ``out_dir``; returns its path.
 
     ``planned``: seeds planned per estimator; a mean over fewer is marked "n=k of m seeds".
+    ``sections``: more markdown after the final table, and their numbers (``results.json``
+    key ``extra``), from the report's data (a sweep's best settings).
     """
     if not runs:
         raise ValueError("write_report needs at least one finished run")
@@ -467,14 +470,17 @@ def write_report(
     curves = plot_learning_curves(runs, components, out_dir / "curves.png")
     pareto = plot_pareto(runs, components, out_dir / "pareto.png")
     diag_png = plot_diagnostics(runs, out_dir / "diagnostics.png")
+    extra_lines, extra = sections(data) if sections is not None else ([], {})
     lines = [
         *final_section(data, budget, title),
+        *extra_lines,
         *verdict_section(data),
         *diagnostics_section(data, curves, pareto, diag_png),
         *runs_section(runs),
     ]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines) + "\n")
-    text = json.dumps(results_json(data), indent=2, default=lambda v: None)
+    results = results_json(data) | ({"extra": extra} if extra else {})
+    text = json.dumps(results, indent=2, default=lambda v: None)
     (out_dir / "results.json").write_text(text + "\n")
     return report

@@ -35,12 +35,13 @@ already speaks the format but has plenty of room to improve on every component.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.domains.base import RewardComponent, Task, register_task
+from corrgrpo.domains.base import RewardComponent, RewardFn, Task, completion_text, register_task
 
 #: every character a prompt or completion of the toy task uses (the tiny tokenizer's alphabet)
 TOY_ALPHABET = "0123456789=<>/a!?x"
@@ -49,18 +50,6 @@ BEST_EMPHASIS = 3
 BREVITY_SLACK = 8
 
 _ANSWER_RE = re.compile(r"^<a>([^<>]*)</a>(!*)$")
-
-
-def completion_text(completion: Any) -> str:
-    """The text of a completion given as a string or as TRL chat messages."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        return str(completion.get("content", ""))
-    if isinstance(completion, Sequence) and completion:
-        last = completion[-1]
-        return str(last.get("content", "")) if isinstance(last, dict) else str(last)
-    return ""
 
 
 def _parse(completion: Any) -> tuple[bool, str | None]:
@@ -131,6 +120,45 @@ def brevity_reward(
     return out
 
 
+_TOY_COMPONENTS = (
+    RewardComponent("format", format_reward, 0.01),
+    RewardComponent("valid", valid_reward, 0.1),
+    RewardComponent("correct", correct_reward, 1.0),
+    RewardComponent("close", close_reward, 0.5),
+    RewardComponent("emphasis", emphasis_reward, 0.2),
+    RewardComponent("brevity", brevity_reward, 0.2),
+)
+
+
+def _parse_weight_scale(text: str | None) -> dict[str, float]:
+    """``"emphasis:10+brevity:0.1"`` -> ``{"emphasis": 10.0, "brevity": 0.1}``."""
+    factors: dict[str, float] = {}
+    for part in (text or "").split("+"):
+        if not part.strip():
+            continue
+        name, sep, factor = part.partition(":")
+        try:
+            value = float(factor) if sep else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(
+                f"weight_scale must be NAME:FACTOR with a positive factor, e.g. emphasis:10, "
+                f"got {part!r}"
+            )
+        factors[name.strip()] = value
+    return factors
+
+
+def _copy_of(fn: RewardFn) -> RewardFn:
+    """A separate function object with the same values (a component names its function)."""
+
+    def copy(*args: Any, **kwargs: Any) -> Sequence[float | None]:
+        return fn(*args, **kwargs)
+
+    return copy
+
+
 @register_task("toy")
 class ToyTask(Task):
     """Echo a three-digit code with six reward components (see the module docstring)."""
@@ -139,11 +167,29 @@ class ToyTask(Task):
     #: characters of every prompt and completion: the tiny tokenizer's alphabet
     alphabet = TOY_ALPHABET
 
-    def __init__(self, num_eval: int = 100, seed: int = 0) -> None:
+    def __init__(
+        self,
+        num_eval: int = 100,
+        seed: int = 0,
+        weight_scale: str | None = None,
+        duplicate: str | None = None,
+    ) -> None:
+        """``weight_scale="emphasis:10"`` multiplies one component's weight (several:
+        ``"emphasis:10+brevity:0.1"``); ``duplicate="emphasis"`` adds a second, identical copy
+        of a component (``emphasis_copy``, same weight). Both exist to measure how an
+        estimator follows the reward weights."""
         if not isinstance(num_eval, int) or not 1 <= num_eval < 10**CODE_DIGITS:
             raise ValueError(f"num_eval must be an integer in 1..999, got {num_eval!r}")
         self.num_eval = num_eval
         self.seed = seed
+        self.weight_factors = _parse_weight_scale(weight_scale)
+        names = [c.name for c in _TOY_COMPONENTS]
+        for name in [*self.weight_factors, *([duplicate] if duplicate else [])]:
+            if name not in names:
+                raise ValueError(
+                    f"toy task has no reward component {name!r} (components: {', '.join(names)})"
+                )
+        self.duplicate = duplicate
 
     # -- data -------------------------------------------------------------------------
     def rows(self, split: str = "train") -> list[dict[str, Any]]:
@@ -164,14 +210,16 @@ class ToyTask(Task):
         return Dataset.from_list(self.rows(split))
 
     def reward_components(self) -> list[RewardComponent]:
-        return [
-            RewardComponent("format", format_reward, 0.01),
-            RewardComponent("valid", valid_reward, 0.1),
-            RewardComponent("correct", correct_reward, 1.0),
-            RewardComponent("close", close_reward, 0.5),
-            RewardComponent("emphasis", emphasis_reward, 0.2),
-            RewardComponent("brevity", brevity_reward, 0.2),
+        components = [
+            RewardComponent(c.name, c.fn, c.weight * self.weight_factors.get(c.name, 1.0))
+            for c in _TOY_COMPONENTS
         ]
+        if self.duplicate:
+            original = next(c for c in components if c.name == self.duplicate)
+            components.append(
+                RewardComponent(f"{original.name}_copy", _copy_of(original.fn), original.weight)
+            )
+        return components
 
     def evaluate(
         self, rows: Sequence[dict[str, Any]], completions: Sequence[str]
