@@ -15,7 +15,8 @@ from corrgrpo.training.preflight import (
     check_numbers,
     check_precision,
 )
-from corrgrpo.training.settings import TRL_DEFAULTS, apply_overrides, default_settings
+from corrgrpo.training.defaults import TRL_DEFAULTS
+from corrgrpo.training.settings import apply_overrides, default_settings
 
 
 def test_preflight_estimator_list_equals_the_registry() -> None:

@@ -54,7 +54,8 @@ class ModelPreset:
     gguf_file: str
     #: tokens the GGUF metadata gets wrong or leaves out (eos, pad)
     special_tokens: dict[str, str] = field(default_factory=dict)
-    #: TRL options a CPU run of this model starts from (a recipe or flags override them)
+    #: TRL options a CPU run of this model changes from the built-in CPU run
+    #: (``corrgrpo.training.defaults.PRESET_TRAINER_BASE``; a recipe or flags override both)
     trainer_defaults: dict[str, Any] = field(default_factory=dict)
     #: run settings (warm start, evaluation size) a CPU run starts from
     run_defaults: dict[str, Any] = field(default_factory=dict)
@@ -79,26 +80,11 @@ class ModelPreset:
         return None if profile is None else profile.eval_max_new_tokens
 
 
-# What every built-in CPU run shares: full-precision CPU training, 8 plain samples per prompt
-# (no top-k/top-p cut, temperature 1), a constant learning rate and no KL term.
-CPU_GRPO_TRAINER: dict[str, Any] = {
-    "use_cpu": True,
-    "bf16": False,
-    "gradient_checkpointing": False,
-    "num_generations": 8,
-    "lr_scheduler_type": "constant",
-    "warmup_steps": 0,
-    "beta": 0.0,
-    "temperature": 1.0,
-    "top_k": 0,
-    "top_p": 1.0,
-    "dataloader_num_workers": 0,
-}
-
 # A CPU-sized GRPO step: 2 prompts x 8 samples of at most 12 new tokens (the toy task's
-# answers are about 10 tokens long in this tokenizer).
+# answers are about 10 tokens long in this tokenizer). What every preset run shares (CPU
+# precision, sampling, schedule) is in ``corrgrpo.training.defaults``; a preset states only
+# what it changes.
 _SMOLLM2_TRAINER = {
-    **CPU_GRPO_TRAINER,
     "per_device_train_batch_size": 16,
     "max_completion_length": 12,
     "learning_rate": 3e-5,

@@ -25,59 +25,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.models.presets import CPU_GRPO_TRAINER
-
-# Toy-scale model used when no --model is given (about 100k parameters).
-TINY_MODEL_DEFAULTS: dict[str, Any] = {
-    "hidden_size": 64,
-    "num_layers": 2,
-    "num_heads": 4,
-    "max_position_embeddings": 64,
-}
-
-# Checkpoints: a GPU run loses at most half an hour; two kept, so a torn newest one has a
-# predecessor. Preemption (SIGTERM) and Ctrl-C save one whatever these say.
-DEFAULT_SAVE_MINUTES = 30.0
-DEFAULT_KEEP_CHECKPOINTS = 2
+from corrgrpo.training.defaults import (
+    COMMON_TRAINER_DEFAULTS,
+    CPU_TRAINER_DEFAULTS,
+    DEFAULT_KEEP_CHECKPOINTS,
+    DEFAULT_SAVE_MINUTES,
+    PRESET_TRAINER_BASE,
+    TINY_MODEL_DEFAULTS,
+    TOY_TRAINER_DEFAULTS,
+    TRL_DEFAULTS,
+)
 
 # Trainer options that corrgrpo's own checkpoints replace (run setting that does it instead).
 CHECKPOINT_OPTIONS: dict[str, str] = {
     "save_steps": "save_every (--save-every)",
     "save_total_limit": "keep_checkpoints (--keep-checkpoints)",
     "resume_from_checkpoint": "--resume RUN_FOLDER",
-}
-
-# Options every run gets unless the recipe or command line says otherwise.
-COMMON_TRAINER_DEFAULTS: dict[str, Any] = {
-    "logging_steps": 1,
-    "report_to": "none",
-    "save_strategy": "no",
-    "disable_tqdm": True,  # the rich progress bar replaces TRL's tqdm
-}
-
-# --model runs on a machine without a GPU: what the CPU supports.
-CPU_TRAINER_DEFAULTS: dict[str, Any] = {
-    "bf16": False,
-    "use_cpu": True,
-    "model_init_kwargs": {"dtype": "float32"},
-}
-
-# TRL's defaults (GRPOConfig) of the options corrgrpo computes with before importing TRL;
-# a test checks them against TRL itself.
-TRL_DEFAULTS: dict[str, Any] = {
-    "num_generations": 8,
-    "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 1,
-    "max_steps": -1,
-}
-
-# The embedded default run: toy task, tiny local model, CPU, a few minutes on two cores.
-TOY_TRAINER_DEFAULTS: dict[str, Any] = {
-    **CPU_GRPO_TRAINER,
-    "per_device_train_batch_size": 64,
-    "max_completion_length": 16,
-    "learning_rate": 1e-3,
-    "max_steps": 60,
 }
 
 
@@ -151,6 +114,7 @@ def default_settings(model: str | None = None, task: str = "toy") -> RunSettings
     preset = get_preset(model)
     if preset is not None:  # a CPU-sized run of a built-in model, sized for the task
         task_trainer, task_run = preset.task_defaults(task)
+        trainer.update(PRESET_TRAINER_BASE)
         trainer.update(task_trainer)
         used = {"preset": preset.name, "task": task, "trainer": task_trainer, "run": task_run}
         settings = RunSettings(
