@@ -88,6 +88,7 @@ def test_compare_sweep_runs_the_grid_and_reports_best_settings(tmp_path, capsys)
     assert main(argv) == 0
     report = (out / "report.md").read_text()
     assert "## Each estimator at its best setting" in report
+    assert "update norm / parameter norm" in report and "low-weight share" in report
     assert "| corr_grpo | learning_rate=0.001 | learning_rate=0.003 |" not in report
     assert "| estimator | learning_rate=0.001 | learning_rate=0.003 |" in report
     assert (out / "sweep.png").stat().st_size > 0

@@ -126,7 +126,7 @@ def diagnostics_table(runs: Sequence[RunSummary]) -> dict[str, dict[str, float]]
     out: dict[str, dict[str, float]] = {}
     for est, rs in by_estimator(runs).items():
         row = {}
-        for key in (*DIAGNOSTIC_KEYS, "corrgrpo/guard_triggers", "reward_std"):
+        for key in (*DIAGNOSTIC_KEYS, "corrgrpo/guard_triggers", "reward_std", *_STEP_COLUMNS):
             values = [v for r in rs for v in series(r.records, key)[1]]
             row[key] = _mean(values)
         out[est] = row
@@ -266,6 +266,13 @@ def plot_diagnostics(runs: Sequence[RunSummary], out: Path, window: int = 5) -> 
     return save_figure(fig, out)
 
 
+# what each optimizer step did, and how much of the advantage came from low-weight groups
+_STEP_COLUMNS = (
+    "grad_norm",
+    "corrgrpo/update_norm",
+    "corrgrpo/update_norm_relative",
+    "corrgrpo/low_weight_share",
+)
 _DIAGNOSTIC_COLUMNS = (
     "corrgrpo/advantage_abs_mean",
     "corrgrpo/q_mean",
@@ -409,10 +416,34 @@ def diagnostics_section(data: ReportData, curves: Path, pareto: Path, diag_png: 
         "Q and c_q describe the reward groups (c_q = CorrGRPO's advantage over GRPO's in the "
         "same group), so they are logged for every estimator; mean abs advantage is the "
         "estimator's own.",
+        *_step_table(data),
         "",
         f"![diagnostics]({diag_png.name})",
     ]
     return lines
+
+
+def _step_table(data: ReportData) -> list[str]:
+    """Gradient and update norms per optimizer step, and the low-weight share (means)."""
+    rows = data.diagnostics
+    if not any(math.isfinite(row.get(k, math.nan)) for row in rows.values() for k in _STEP_COLUMNS):
+        return []
+    lines = [
+        "",
+        "| estimator | grad norm (before clipping) | update norm | update norm / parameter "
+        "norm | low-weight share of \\|A\\| |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for est, row in rows.items():
+        cells = [f"{row[k]:.4g}" if math.isfinite(row[k]) else "-" for k in _STEP_COLUMNS]
+        lines.append(f"| {est} | " + " | ".join(cells) + " |")
+    return [
+        *lines,
+        "",
+        "Update norm: ||θ after − θ before|| of the optimizer step. Low-weight share: the share "
+        "of the batch's Σ|A| that comes from groups where only components of less than half "
+        "the largest weight vary (`corrgrpo.diagnostics.weight_regimes`).",
+    ]
 
 
 def runs_section(runs: Sequence[RunSummary]) -> list[str]:
