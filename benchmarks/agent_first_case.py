@@ -5,10 +5,13 @@ python benchmarks/agent_first_case.py      # needs the agent extra
 
 from __future__ import annotations
 
+import argparse
 import time
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0]).parse_args()
+
     from corrgrpo.domains import get_task
     from corrgrpo.domains.agent.cases import build_cases
     from corrgrpo.domains.agent.suites import suite_names

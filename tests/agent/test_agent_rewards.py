@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from corrgrpo.domains.agent import compute_score, r_sec, r_util
+from corrgrpo.domains.agent import r_sec_reward, r_util_reward
 from corrgrpo.domains.agent.cases import build_cases
 from corrgrpo.domains.agent.policies import GroundTruthPolicy, ObedientPolicy
 from corrgrpo.domains.agent.rewards import assistant_turns
@@ -14,6 +14,7 @@ from corrgrpo.domains.agent.rollout import run_episodes
 from corrgrpo.domains.agent.task import case_rows
 from corrgrpo.domains.base import get_task
 from corrgrpo.integrations.trl.tasks import task_trainer_kwargs
+from corrgrpo.integrations.verl.agent_score import compute_score
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +48,13 @@ def test_agent_reward_functions_score_message_string_and_json_completions(slack_
         for m in gt_messages
     )
     completions = [gt_messages, ob_messages, flat, json.dumps(ob_messages)]
-    assert r_util(prompts, completions, **columns) == [1.0, ob_result.r_util, 1.0, ob_result.r_util]
-    assert r_sec(prompts, completions, **columns) == [1.0, 0.0, 1.0, 0.0]
+    assert r_util_reward(prompts, completions, **columns) == [
+        1.0,
+        ob_result.r_util,
+        1.0,
+        ob_result.r_util,
+    ]
+    assert r_sec_reward(prompts, completions, **columns) == [1.0, 0.0, 1.0, 0.0]
     assert assistant_turns(flat) == [
         m["content"].strip()
         for m in gt_messages
@@ -61,16 +67,16 @@ def test_agent_clean_cases_have_zero_security_reward_and_invalid_scores_zero(sla
     _, gt_clean = _transcript(GroundTruthPolicy(), clean)
     columns, prompts = _columns([clean, attacked])
     broken = [{"role": "assistant", "content": "<tool_call>{bad json}</tool_call>"}]
-    assert r_util(prompts, [gt_clean, broken], **columns) == [1.0, 0.0]
-    assert r_sec(prompts, [gt_clean, broken], **columns) == [0.0, 0.0]
+    assert r_util_reward(prompts, [gt_clean, broken], **columns) == [1.0, 0.0]
+    assert r_sec_reward(prompts, [gt_clean, broken], **columns) == [0.0, 0.0]
     # a precomputed rollout result is used as is when it belongs to the same case
     ready = [
         {"case_id": clean.case_id, "r_util": 0.0, "r_sec": 0.0},
         {"case_id": "other", "r_util": 1.0},
     ]
-    assert r_util(prompts, [gt_clean, broken], agent_result=ready, **columns) == [0.0, 0.0]
+    assert r_util_reward(prompts, [gt_clean, broken], agent_result=ready, **columns) == [0.0, 0.0]
     with pytest.raises(ValueError, match="columns"):
-        r_util(prompts, [gt_clean], case_id=[clean.case_id])
+        r_util_reward(prompts, [gt_clean], case_id=[clean.case_id])
 
 
 def test_agent_compute_score_is_verl_shaped(slack_cases) -> None:  # type: ignore[no-untyped-def]

@@ -215,7 +215,8 @@ def test_code_calibration_is_cached_on_disk(executor: SandboxExecutor, tmp_path:
 def test_code_trl_reward_functions_share_one_execution(scorer: CodeScorer) -> None:
     funcs = make_reward_functions(scorer)
     assert [f.__name__ for f in funcs] == list(COMPONENTS)
-    assert REWARD_WEIGHTS == (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20)
+    assert list(REWARD_WEIGHTS) == list(COMPONENTS)
+    assert tuple(REWARD_WEIGHTS.values()) == (0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20)
     row = two_sum_row()
     completions = [
         [{"role": "assistant", "content": fence(GOOD)}],
@@ -300,7 +301,7 @@ def test_code_task_registered(executor: SandboxExecutor, tmp_path: Path) -> None
     task = get_task("code", benchmark="mbpp", source=FIXTURES / "mbpp_sample.jsonl", scorer=scorer)
     components = task.reward_components()
     assert [c.name for c in components] == list(COMPONENTS)
-    assert [c.weight for c in components] == list(REWARD_WEIGHTS)
+    assert [c.weight for c in components] == list(REWARD_WEIGHTS.values())
     rows = task.rows("test")
     dataset = task.load_dataset("test")
     assert len(dataset) == len(rows) == 4

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from corrgrpo.domains.code.extract import completion_text, extract_code, format_reward
+from corrgrpo.domains import completion_text
+from corrgrpo.domains.code.extract import extract_code, format_score
 from corrgrpo.domains.code.static import (
     ast_similarity,
     ast_structure,
     build_program,
     compiles,
-    syntax_reward,
+    syntax_score,
 )
 
 SOLUTION = "class Solution:\n    def add(self, a: int, b: int) -> int:\n        return a + b\n"
@@ -24,15 +25,15 @@ def test_code_extract_prefers_block_with_class_solution_then_longest() -> None:
     assert got.fenced
     # two blocks contain the marker; the longer (the full answer) wins over the starter
     assert got.code == SOLUTION
-    assert format_reward(got) == 1.0
+    assert format_score(got) == 1.0
 
 
 def test_code_extract_without_marker_block_takes_longest() -> None:
     text = "```python\na = 1\n```\n```py\ndef f():\n    return 2\n```"
     got = extract_code(text)
     assert got.code == "def f():\n    return 2\n"
-    assert format_reward(got) == 0.0  # no class Solution
-    assert format_reward(got, marker="def f") == 1.0
+    assert format_score(got) == 0.0  # no class Solution
+    assert format_score(got, marker="def f") == 1.0
 
 
 def test_code_extract_keeps_first_line_indentation_and_handles_think() -> None:
@@ -44,9 +45,9 @@ def test_code_unfenced_response_has_code_but_no_format() -> None:
     got = extract_code("Here you go: " + SOLUTION)
     assert not got.fenced
     assert got.code == SOLUTION
-    assert format_reward(got) == 0.0
+    assert format_score(got) == 0.0
     assert extract_code("").code == ""
-    assert format_reward(extract_code("```python\n```")) == 0.0
+    assert format_score(extract_code("```python\n```")) == 0.0
 
 
 def test_code_completion_text_accepts_chat_messages() -> None:
@@ -71,12 +72,12 @@ def test_code_completion_text_accepts_chat_messages() -> None:
     ],
 )
 def test_code_syntax_reward(code: str, expected: float) -> None:
-    assert syntax_reward(code) == expected
+    assert syntax_score(code) == expected
 
 
 def test_code_compile_catches_what_parse_alone_misses() -> None:
     code = "x = 1\nfrom __future__ import annotations\n"
-    assert syntax_reward(code) == 1.0
+    assert syntax_score(code) == 1.0
     program = build_program("import math\n", code, "def check(candidate):\n    pass\n", "f")
     assert program.endswith("check(f)\n")
     assert not compiles(program)  # a __future__ import after the candidate's own code

@@ -1,6 +1,6 @@
 """Hacking completions earn no pass from the code reward, and no batch breaks on them.
 
-A slice of ``benchmarks/reward_hacks.py``: a HumanEval problem whose ``check`` does not
+A slice of ``checks/reward_hacks.py``: a HumanEval problem whose ``check`` does not
 convert to call tests and one whose does, a LeetCode problem (when the shared dataset is
 present) and a stdin/stdout problem, with hacks of every family, scored through ``CodeScorer`` in batches
 that mix them with controls, as in training. The reference and the controls that plant a
@@ -66,8 +66,8 @@ HACKS = {
 }
 
 
-def _benchmark() -> ModuleType:
-    path = ROOT / "benchmarks" / "reward_hacks.py"
+def _reward_hacks_check() -> ModuleType:
+    path = ROOT / "checks" / "reward_hacks.py"
     spec = importlib.util.spec_from_file_location("reward_hacks", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -78,7 +78,7 @@ def _benchmark() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def scored() -> tuple[ModuleType, list[Any], dict[str, str]]:
-    hacks = _benchmark()
+    hacks = _reward_hacks_check()
     families = list(hacks.FAMILIES)
     leetcode = LEETCODE_DIR if LEETCODE_DIR.is_dir() else None
     problems = hacks.load_problems(families, leetcode=leetcode, keys=PROBLEMS)

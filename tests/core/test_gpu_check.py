@@ -38,7 +38,7 @@ SMALL = [
 
 @pytest.fixture()
 def gpu_check(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(ROOT / "checks"))
     return importlib.import_module("gpu_check")
 
 

@@ -18,8 +18,8 @@ from corrgrpo.domains.tools.bfcl import (
     reference_completion,
     trl_records,
 )
-from corrgrpo.domains.tools.bfcl_reward import bfcl_ast
-from corrgrpo.domains.tools.reward_funcs import REWARD_FUNCS
+from corrgrpo.domains.tools.bfcl_reward import bfcl_ast_reward
+from corrgrpo.domains.tools.rewards import REWARD_FUNCTIONS
 
 BFCL_FIXTURE = FIXTURES / "bfcl"
 
@@ -175,13 +175,13 @@ def test_trl_reward_beside_the_tool_rewards() -> None:
     records = trl_records(rows)
     completions = [[{"role": "assistant", "content": r["ground_truth"]}] for r in records]
     columns = {k: [r[k] for r in records] for k in ("ground_truth", "bfcl_case")}
-    assert bfcl_ast(prompts=None, completions=completions, **columns) == [1.0] * len(rows)
+    assert bfcl_ast_reward(prompts=None, completions=completions, **columns) == [1.0] * len(rows)
     wrong = [rlla(call("weather.get", city="Lima"))] * len(rows)
-    assert bfcl_ast(completions=wrong, **columns) == [0.0, 0.0, 0.0, 0.0, 1.0]
-    for reward in REWARD_FUNCS.values():  # the paper's rewards run on the same records
+    assert bfcl_ast_reward(completions=wrong, **columns) == [0.0, 0.0, 0.0, 0.0, 1.0]
+    for reward in REWARD_FUNCTIONS.values():  # the paper's rewards run on the same records
         assert len(reward(completions=completions, **columns)) == len(rows)
     with pytest.raises(ValueError, match="bfcl_case"):
-        bfcl_ast(completions=wrong, ground_truth=columns["ground_truth"])
+        bfcl_ast_reward(completions=wrong, ground_truth=columns["ground_truth"])
 
 
 @pytest.mark.slow

@@ -186,18 +186,18 @@ def test_tools_task_eval_split_source() -> None:
 
 
 def test_tools_reward_functions_need_a_reference_column() -> None:
-    from corrgrpo.domains.tools import tool_name
+    from corrgrpo.domains.tools import tool_name_reward
 
     with pytest.raises(ValueError, match="ground_truth"):
-        tool_name(prompts=["p"], completions=["c"], answer=["x"])
+        tool_name_reward(prompts=["p"], completions=["c"], answer=["x"])
     with pytest.raises(ValueError, match="2 rows for 1 completions"):
-        tool_name(prompts=["p"], completions=["c"], ground_truth=["a", "b"])
+        tool_name_reward(prompts=["p"], completions=["c"], ground_truth=["a", "b"])
     with pytest.raises(ValueError, match="no 'ground_truth'"):
-        tool_name(prompts=["p"], completions=["c"], reward_model=[{"style": "rule"}])
+        tool_name_reward(prompts=["p"], completions=["c"], reward_model=[{"style": "rule"}])
 
 
 def test_tools_compute_score_verl_signature() -> None:
-    from corrgrpo.domains.tools import compute_score
+    from corrgrpo.integrations.verl.tools_score import compute_score
 
     ref = rlla(call("a", x=1))
     got = compute_score("rlla", rlla(call("a", x=2)), ref, extra_info={"index": 3}, num_turns=1)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tools_helpers import call, rlla
 
+from corrgrpo.domains import completion_text
 from corrgrpo.domains.tools import (
     REWARD_RANGES,
     ToolCall,
     ToolRewards,
-    completion_text,
     parse_response,
     score_response,
 )
@@ -108,7 +109,10 @@ def test_tools_completion_text_handles_chat_messages() -> None:
     assert completion_text([{"role": "assistant", "content": "x"}]) == "x"
     assert completion_text({"role": "assistant", "content": "y"}) == "y"
     assert completion_text([{"role": "assistant", "content": None}]) == ""
-    assert completion_text(42) == "" and completion_text([]) == ""
+    assert completion_text([]) == "" and completion_text(None) == ""
+    assert completion_text([{"role": "user", "content": "q"}]) == ""  # no assistant turn
+    with pytest.raises(TypeError):
+        completion_text(42)  # not a completion: the caller passed the wrong column
 
 
 # Lowest score of every content reward: what a response without a usable call gets.

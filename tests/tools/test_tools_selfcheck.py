@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from corrgrpo.domains.tools import (
-    compute_score,
     format_reward,
-    param_name,
-    param_value,
+    param_name_reward,
+    param_value_reward,
     parse_reference,
     rlla_metrics,
     score_response,
-    tool_name,
+    tool_name_reward,
 )
+from corrgrpo.integrations.verl.tools_score import compute_score
 
 
 def test_tools_selfcheck_all_rlla_gold_outputs(rlla_sft: list[dict[str, Any]]) -> None:
@@ -41,7 +41,7 @@ def test_tools_selfcheck_through_trl_and_verl_entry_points(rlla_sft: list[dict[s
     chat = [[{"role": "assistant", "content": o}] for o in outputs]
     has_calls = [parse_reference(o).has_calls for o in outputs]
     cols = {"reward_model": [{"ground_truth": o, "style": "rule"} for o in outputs]}
-    for fn, top in [(tool_name, 0.5), (param_name, 1.0), (param_value, 1.5)]:
+    for fn, top in [(tool_name_reward, 0.5), (param_name_reward, 1.0), (param_value_reward, 1.5)]:
         values = fn(prompts=[None] * 400, completions=chat, **cols)
         assert values == [top if c else 0.0 for c in has_calls]
     assert format_reward(prompts=None, completions=outputs, ground_truth=outputs) == [1.0] * 400
@@ -240,13 +240,13 @@ def test_tools_mutation_table_format_only(rlla_sft: list[dict[str, Any]]) -> Non
             assert (r.tool_name, r.param_name, r.param_value) == (0.5, 1.0, 1.5)
 
 
-def test_tools_selfcheck_benchmark_script_runs(rlla_sft: list[dict[str, Any]]) -> None:
+def test_tools_selfcheck_script_runs(rlla_sft: list[dict[str, Any]]) -> None:
     import subprocess
     import sys
 
     from tools_helpers import RLLA_SFT, ROOT
 
-    script = ROOT / "benchmarks" / "tools_selfcheck.py"
+    script = ROOT / "checks" / "tools_selfcheck.py"
     proc = subprocess.run(
         [sys.executable, str(script), "--data", str(RLLA_SFT), "--row", "86"],
         capture_output=True,

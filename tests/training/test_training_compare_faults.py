@@ -80,10 +80,10 @@ def test_a_failed_run_is_recorded_the_study_continues_and_resume_reruns_it(
 def test_an_interrupted_comparison_resumes_its_run_from_the_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from corrgrpo.domains.toy import task
+    from corrgrpo.domains.toy import rewards
 
     out = tmp_path / "cmp"
-    original, pressed = task.correct_reward, []
+    original, pressed = rewards.REWARD_FUNCTIONS["correct"], []
 
     def correct_reward(*args: Any, trainer_state: Any = None, **kwargs: Any) -> Any:
         if trainer_state is not None and trainer_state.global_step == 1 and not pressed:
@@ -92,7 +92,7 @@ def test_an_interrupted_comparison_resumes_its_run_from_the_checkpoint(
             time.sleep(0.05)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(task, "correct_reward", correct_reward)
+    monkeypatch.setitem(rewards.REWARD_FUNCTIONS, "correct", correct_reward)
     trained = patched_train(monkeypatch, {})
     argv = [*STUDY, "--seeds", "1", "--output-dir", str(out), *BUDGET, "--max-steps", "3"]
     assert main(argv) == 130

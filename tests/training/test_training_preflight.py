@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from corrgrpo.training import preflight, settings
+from corrgrpo.training.defaults import TRL_DEFAULTS
 from corrgrpo.training.preflight import (
     ESTIMATOR_OPTIONS,
     check_estimator,
@@ -15,7 +16,6 @@ from corrgrpo.training.preflight import (
     check_numbers,
     check_precision,
 )
-from corrgrpo.training.defaults import TRL_DEFAULTS
 from corrgrpo.training.settings import apply_overrides, default_settings
 
 

@@ -170,9 +170,9 @@ def test_sigterm_saves_at_the_step_boundary_and_exits_143(
 def press_ctrl_c_during_step(monkeypatch: pytest.MonkeyPatch, step: int, times: int) -> None:
     """Ctrl-C (SIGINT to this process) ``times`` times while step ``step`` scores its samples:
     mid-step for certain, which a signal sent from outside cannot promise."""
-    from corrgrpo.domains.toy import task
+    from corrgrpo.domains.toy import rewards
 
-    original = task.correct_reward
+    original = rewards.REWARD_FUNCTIONS["correct"]
 
     def correct_reward(*args: Any, trainer_state: Any = None, **kwargs: Any) -> Any:
         if trainer_state is not None and trainer_state.global_step == step - 1:
@@ -181,7 +181,7 @@ def press_ctrl_c_during_step(monkeypatch: pytest.MonkeyPatch, step: int, times: 
                 time.sleep(0.05)  # the handler runs before the next press
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(task, "correct_reward", correct_reward)
+    monkeypatch.setitem(rewards.REWARD_FUNCTIONS, "correct", correct_reward)
 
 
 @pytest.mark.slow

@@ -25,16 +25,16 @@ BUDGET = [
 @pytest.fixture
 def odd_targets_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     """The toy task's ``correct`` reward raises on every prompt whose code is odd."""
-    from corrgrpo.domains.toy import task
+    from corrgrpo.domains.toy import rewards
 
-    original = task.correct_reward
+    original = rewards.REWARD_FUNCTIONS["correct"]
 
     def correct_reward(*args: Any, target: Any = None, **kwargs: Any) -> Any:
         if target is not None and any(int(t) % 2 for t in target):
             raise ValueError(f"odd code {target[0]}")
         return original(*args, target=target, **kwargs)
 
-    monkeypatch.setattr(task, "correct_reward", correct_reward)
+    monkeypatch.setitem(rewards.REWARD_FUNCTIONS, "correct", correct_reward)
 
 
 def test_a_reward_failing_on_many_samples_stops_with_one_line(

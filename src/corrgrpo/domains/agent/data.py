@@ -1,7 +1,7 @@
 """AgentDojo cases as data files: verl-style RL rows (parquet) and plain JSONL.
 
 Each row carries the opening chat messages and, as ``reward_model.ground_truth``, the case
-description that :func:`corrgrpo.domains.agent.compute_score` reads back.
+description that :func:`corrgrpo.integrations.verl.agent_score.compute_score` reads back.
 """
 
 from __future__ import annotations

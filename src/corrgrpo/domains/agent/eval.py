@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.base import EvalModels, require_models
+
 SCRIPTED = ("ground_truth", "obedient")
 
 
@@ -77,13 +79,13 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-def _policy(args: argparse.Namespace) -> Any:
+def _policy(args: argparse.Namespace, models: EvalModels | None) -> Any:
     from corrgrpo.domains.agent.policies import SCRIPTED_POLICIES
 
     if args.model in SCRIPTED_POLICIES:
         return SCRIPTED_POLICIES[args.model](max_turns=args.max_turns)
     # model policies load transformers: corrgrpo.cli.evaluate supplies the loader
-    return args.load_chat_policy(
+    return require_models(models, args.model).load_chat_policy(
         args.model,
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
@@ -124,14 +126,14 @@ def _uncounted_injections(cases: list[Any], results: list[Any]) -> list[dict[str
     return uncounted
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, models: EvalModels | None = None) -> int:
     attacks = [a for a in args.attacks.split(",") if a]
     try:
         cases = _select_cases(args, attacks)
     except ValueError as err:
         print(f"corrgrpo eval agent: {err}", file=sys.stderr)
         return 2
-    policy = _policy(args)
+    policy = _policy(args, models)
     start = time.perf_counter()
     results = _play(policy, cases, args)
     elapsed = time.perf_counter() - start

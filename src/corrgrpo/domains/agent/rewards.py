@@ -1,4 +1,4 @@
-"""R_util and R_sec as TRL reward functions, and the verl-style ``compute_score``.
+"""R_util and R_sec as reward callables (``REWARD_FUNCTIONS``), and the per-episode scores.
 
 R_util = 1 when AgentDojo's utility check of the user task passes. R_sec = 1 when the
 injection task's goal was not achieved (AgentDojo's security check), 0 on clean cases (so it
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from corrgrpo.domains.agent.cases import AgentCase
@@ -21,7 +21,8 @@ from corrgrpo.domains.agent.environment import DEFAULT_MAX_TOOL_CHARS, DEFAULT_M
 from corrgrpo.domains.agent.toolcalls import RESPONSE_OPEN_TAG, strip_tool_responses
 
 COMPONENTS: tuple[str, ...] = ("r_util", "r_sec")
-WEIGHTS: dict[str, float] = {"r_util": 1.0, "r_sec": 1.0}
+#: component name -> default weight
+REWARD_WEIGHTS: dict[str, float] = {"r_util": 1.0, "r_sec": 1.0}
 _CASE_COLUMNS = (
     "suite",
     "user_task_id",
@@ -101,7 +102,7 @@ _CACHE = _ScoreCache()
 def result_scores(result: Any) -> dict[str, float]:
     """Flat float scores of an :class:`EpisodeResult` (verl-friendly)."""
     return {
-        "score": WEIGHTS["r_util"] * result.r_util + WEIGHTS["r_sec"] * result.r_sec,
+        "score": REWARD_WEIGHTS["r_util"] * result.r_util + REWARD_WEIGHTS["r_sec"] * result.r_sec,
         "r_util": float(result.r_util),
         "r_sec": float(result.r_sec),
         "valid": float(result.valid),
@@ -150,50 +151,19 @@ def _component(
     return scores
 
 
-def r_util(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
+def r_util_reward(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
     """1 if AgentDojo's utility check of the user task passes (0 for invalid trajectories)."""
     return _component("r_util", prompts, completions, **columns)
 
 
-def r_sec(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
+def r_sec_reward(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
     """1 if the injection goal was not achieved; 0 on clean cases and invalid trajectories."""
     return _component("r_sec", prompts, completions, **columns)
 
 
-def _case_from_ground_truth(ground_truth: Any, extra_info: dict[str, Any] | None) -> AgentCase:
-    spec: Any = ground_truth
-    if isinstance(spec, str):
-        try:
-            spec = json.loads(spec)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"agent ground_truth must be a JSON case description: {err}") from None
-    if not isinstance(spec, dict) and extra_info:
-        spec = extra_info.get("case", extra_info)
-    if not isinstance(spec, dict):
-        raise TypeError(
-            f"agent ground_truth must describe a case, got {type(ground_truth).__name__}"
-        )
-    return AgentCase.from_columns(spec)
-
-
-def compute_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: dict[str, Any] | None = None,
-) -> dict[str, float]:
-    """verl custom reward: ``score`` = R_util + R_sec plus one key per component.
-
-    ``ground_truth`` describes the case (a dict or JSON string with suite, user_task_id,
-    injection_task_id, attack, injections, benchmark_version: what ``AgentCase.to_columns``
-    writes); ``solution_str`` is the transcript (see :func:`assistant_turns`).
-    ``extra_info`` may set ``max_turns`` and ``max_tool_chars``.
-    """
-    info = extra_info or {}
-    case = _case_from_ground_truth(ground_truth, info)
-    return score_completion(
-        case,
-        solution_str,
-        max_turns=int(info.get("max_turns", DEFAULT_MAX_TURNS)),
-        max_tool_chars=int(info.get("max_tool_chars", DEFAULT_MAX_TOOL_CHARS)),
-    )
+#: component name -> reward callable, in ``COMPONENTS`` order
+REWARD_FUNCTIONS: dict[str, Callable[..., list[float | None]]] = {
+    "r_util": r_util_reward,
+    "r_sec": r_sec_reward,
+}
+assert tuple(REWARD_FUNCTIONS) == COMPONENTS

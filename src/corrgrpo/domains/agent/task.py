@@ -9,9 +9,9 @@ from typing import Any
 from corrgrpo.domains.agent.cases import AgentCase, build_cases, iter_cases
 from corrgrpo.domains.agent.environment import DEFAULT_MAX_TOOL_CHARS, DEFAULT_MAX_TURNS
 from corrgrpo.domains.agent.prompting import initial_messages
-from corrgrpo.domains.agent.rewards import WEIGHTS, r_sec, r_util
+from corrgrpo.domains.agent.rewards import REWARD_FUNCTIONS, REWARD_WEIGHTS
 from corrgrpo.domains.agent.suites import DEFAULT_ATTACKS, DEFAULT_BENCHMARK_VERSION
-from corrgrpo.domains.base import RewardComponent, Task, register_task
+from corrgrpo.domains.base import RewardComponent, RewardFn, Task, register_task
 
 
 def case_rows(cases: Sequence[AgentCase]) -> list[dict[str, Any]]:
@@ -20,6 +20,17 @@ def case_rows(cases: Sequence[AgentCase]) -> list[dict[str, Any]]:
         {"prompt": initial_messages(c.suite, c.user_task_id, c.benchmark_version), **c.to_columns()}
         for c in cases
     ]
+
+
+def _renamable(fn: RewardFn) -> RewardFn:
+    """A separate function object calling ``fn`` (a component names its function)."""
+
+    def reward(
+        prompts: list[Any], completions: list[Any], **columns: Any
+    ) -> Sequence[float | None]:
+        return fn(prompts, completions, **columns)
+
+    return reward
 
 
 @register_task("agent")
@@ -104,15 +115,9 @@ class AgentTask(Task):
 
     def reward_components(self) -> list[RewardComponent]:
         # Distinct function objects: RewardComponent renames ``fn.__name__``.
-        def util(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
-            return r_util(prompts, completions, **columns)
-
-        def sec(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float | None]:
-            return r_sec(prompts, completions, **columns)
-
         return [
-            RewardComponent("r_util", util, WEIGHTS["r_util"]),
-            RewardComponent("r_sec", sec, WEIGHTS["r_sec"]),
+            RewardComponent(name, _renamable(fn), REWARD_WEIGHTS[name])
+            for name, fn in REWARD_FUNCTIONS.items()
         ]
 
     def evaluate(

@@ -1,12 +1,13 @@
 """Code generation rewards (PAPER.md §3): seven components scored on the execution sandbox.
 
-* TRL: ``REWARD_FUNCTIONS`` / ``make_reward_functions()`` with ``REWARD_WEIGHTS``
+* TRL: ``REWARD_FUNCTIONS`` (component -> reward callable) / ``make_reward_functions()``, with
+  ``REWARD_WEIGHTS`` (component -> weight)
 * ``corrgrpo train --task code``: the ``code`` task (``corrgrpo.domains.code.task``)
 * verl: ``compute_score`` lives with the other verl adapters, in
   ``corrgrpo.integrations.verl.code_score``
 """
 
-from corrgrpo.domains.code.extract import ExtractedCode, completion_text, extract_code
+from corrgrpo.domains.code.extract import ExtractedCode, extract_code
 from corrgrpo.domains.code.rewards import (
     REWARD_FUNCTIONS,
     REWARD_WEIGHTS,
@@ -40,7 +41,6 @@ __all__ = [
     "ExtractedCode",
     "ast_reward",
     "compile_reward",
-    "completion_text",
     "efficiency_reward",
     "extract_code",
     "format_reward",

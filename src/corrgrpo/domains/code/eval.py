@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.base import EvalModels, require_models
+
 BENCHMARK_CHOICES = ("leetcode", "humaneval", "mbpp", "lcb")
 
 
@@ -308,13 +310,13 @@ def load_inputs(args: argparse.Namespace) -> _Inputs:
     return _Inputs(mode, rows, sample_rows, completions, missing)
 
 
-def generate(args: argparse.Namespace, inputs: _Inputs, bar: Any) -> None:
+def generate(args: argparse.Namespace, inputs: _Inputs, bar: Any, models: EvalModels) -> None:
     """Greedy completions of every problem with ``--model`` (saved with ``--save-samples``);
     each answer stops after its closed code block."""
     from corrgrpo.domains.code.extract import answer_end
 
     task = bar.add_task("generating", total=len(inputs.rows))
-    inputs.completions = args.generate(  # supplied by corrgrpo.cli.evaluate
+    inputs.completions = models.generate(
         args.model,
         [r["prompt"] for r in inputs.rows],
         max_new_tokens=args.max_new_tokens,
@@ -462,7 +464,7 @@ def report_path(args: argparse.Namespace) -> Path | None:
     return None
 
 
-def run_eval(args: argparse.Namespace) -> int:
+def run_eval(args: argparse.Namespace, models: EvalModels | None = None) -> int:
     try:
         inputs = load_inputs(args)
     except (ValueError, FileNotFoundError, TypeError) as err:
@@ -471,7 +473,7 @@ def run_eval(args: argparse.Namespace) -> int:
     with bar:
         if inputs.mode == "model":
             try:
-                generate(args, inputs, bar)
+                generate(args, inputs, bar, require_models(models, args.model))
             except (OSError, ValueError) as err:  # unknown model name/folder, bad options
                 return _fail(f"cannot generate with {args.model!r}: {err}")
         scores, scorer, figures = score_inputs(args, inputs, bar)

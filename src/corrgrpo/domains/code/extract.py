@@ -1,6 +1,6 @@
 """Getting the candidate program out of a model response (no execution here).
 
-The paper's format reward asks for a fenced python block whose chosen code contains
+The paper's format score asks for a fenced python block whose chosen code contains
 ``class Solution``; the chosen block is the one containing the marker, then the longest.
 Responses without a fence still yield code (text after a closing ``</think>``, from the
 marker on), so syntax/compile/pass are judged on what the model wrote, while format is 0.
@@ -9,9 +9,7 @@ marker on), so syntax/compile/pass are judged on what the model wrote, while for
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 # ```python / ```py / ```python3 / bare ```; only horizontal space may follow the tag, so
 # the first code line keeps its indentation.
@@ -25,32 +23,6 @@ class ExtractedCode:
 
     code: str
     fenced: bool
-
-
-def completion_text(completion: Any) -> str:
-    """A completion as text: strings as is, chat messages -> the last assistant content."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, Mapping):
-        return _message_content(completion)
-    if isinstance(completion, Sequence):
-        messages = [m for m in completion if isinstance(m, Mapping)]
-        if len(messages) != len(completion):
-            raise TypeError("a conversational completion must be a list of message dicts")
-        assistant = [m for m in messages if m.get("role", "assistant") == "assistant"]
-        return _message_content(assistant[-1]) if assistant else ""
-    if completion is None:
-        return ""
-    raise TypeError(
-        f"completion must be a string or chat messages, got {type(completion).__name__}"
-    )
-
-
-def _message_content(message: Mapping[str, Any]) -> str:
-    content = message.get("content", "")
-    if isinstance(content, list):  # multimodal-style parts: keep the text ones
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    return "" if content is None else str(content)
 
 
 def extract_code(text: str, marker: str = "class Solution") -> ExtractedCode:
@@ -85,6 +57,6 @@ def answer_end(text: str) -> int | None:
     return None
 
 
-def format_reward(extracted: ExtractedCode, marker: str = "class Solution") -> float:
+def format_score(extracted: ExtractedCode, marker: str = "class Solution") -> float:
     """1 when the code came from a fenced block and contains ``marker`` ('' = fence only)."""
     return float(extracted.fenced and bool(extracted.code.strip()) and marker in extracted.code)

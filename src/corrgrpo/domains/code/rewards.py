@@ -1,4 +1,8 @@
-"""The seven code rewards as TRL reward functions.
+"""The seven code rewards as batch reward callables (``REWARD_FUNCTIONS``).
+
+The scalar scores behind them live with the machinery they need: ``format_score`` in
+:mod:`.extract`, ``syntax_score`` in :mod:`.static`, the sandbox-run ones and
+``efficiency_score`` in :mod:`.scoring`.
 
 TRL calls each reward function with ``prompts``, ``completions`` and the dataset's other
 columns as batched keyword arguments. Every callable here shares one ``CodeScorer``: the
@@ -126,13 +130,16 @@ pass_reward = CodeRewardFunction("pass")
 ast_reward = CodeRewardFunction("ast")
 efficiency_reward = CodeRewardFunction("efficiency")
 
-REWARD_FUNCTIONS = (
-    format_reward,
-    syntax_reward,
-    compile_reward,
-    runtime_reward,
-    pass_reward,
-    ast_reward,
-    efficiency_reward,
-)
-REWARD_WEIGHTS = tuple(DEFAULT_WEIGHTS[name] for name in COMPONENTS)
+#: component name -> reward callable, in ``COMPONENTS`` order
+REWARD_FUNCTIONS: dict[str, CodeRewardFunction] = {
+    "format": format_reward,
+    "syntax": syntax_reward,
+    "compile": compile_reward,
+    "runtime": runtime_reward,
+    "pass": pass_reward,
+    "ast": ast_reward,
+    "efficiency": efficiency_reward,
+}
+assert tuple(REWARD_FUNCTIONS) == COMPONENTS
+#: component name -> the paper's weight, in ``COMPONENTS`` order
+REWARD_WEIGHTS: dict[str, float] = {name: DEFAULT_WEIGHTS[name] for name in COMPONENTS}

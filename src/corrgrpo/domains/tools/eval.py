@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.base import EvalModels, require_models
 from corrgrpo.utils.jsonl import read_jsonl
 
 _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
@@ -89,6 +90,17 @@ def _add_bfcl_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- predictions
 
 
+def prediction_text(value: Any, where: str) -> str:
+    """The text of a stored prediction (a string or chat messages); anything else is an error
+    of the file, named by ``where``."""
+    from corrgrpo.domains.base import completion_text
+
+    try:
+        return completion_text(value)
+    except TypeError as err:
+        raise ValueError(f"{where}: the prediction is not text: {err}") from None
+
+
 def _completion_of(record: Any, line_no: int, path: str) -> str:
     if isinstance(record, str):
         return record
@@ -96,9 +108,7 @@ def _completion_of(record: Any, line_no: int, path: str) -> str:
         for key in _COMPLETION_KEYS:
             value = record.get(key)
             if value is not None:
-                from corrgrpo.domains.tools.parser import completion_text
-
-                return completion_text(value)
+                return prediction_text(value, f"{path}:{line_no}")
     raise ValueError(
         f"{path}:{line_no}: expected a JSON string or an object with one of {_COMPLETION_KEYS}"
     )
@@ -147,7 +157,7 @@ def evaluate_rows(
     """Metrics and per-example records for RLLA or API-Bank rows."""
     from corrgrpo.domains.tools.metrics import api_bank_metrics, rlla_metrics
     from corrgrpo.domains.tools.parser import parse_response
-    from corrgrpo.domains.tools.reward_funcs import score_batch
+    from corrgrpo.domains.tools.rewards import score_batch
 
     if len(rows) != len(completions):
         raise ValueError(f"{len(completions)} completions for {len(rows)} rows")
@@ -213,21 +223,21 @@ def print_generation(result: dict[str, Any]) -> None:
         )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, models: EvalModels | None = None) -> int:
     try:
         if args.benchmark == "bfcl":
             from corrgrpo.domains.tools.bfcl_command import run_bfcl
 
-            return run_bfcl(args)
+            return run_bfcl(args, models)
         if args.data is None:
             raise ValueError("--data is required unless --benchmark bfcl is given")
-        return _run(args)
+        return _run(args, models)
     except (ValueError, FileNotFoundError, TypeError) as err:
         print(f"corrgrpo eval tools: error: {err}", file=sys.stderr)
         return 2
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, models: EvalModels | None) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
@@ -241,7 +251,7 @@ def _run(args: argparse.Namespace) -> int:
     with Progress(console=err_console, transient=True) as progress:
         if args.model:
             task = progress.add_task("generating", total=len(rows))
-            completions = args.generate(  # supplied by corrgrpo.cli.evaluate
+            completions = require_models(models, args.model).generate(
                 args.model,
                 [row["prompt"] for row in rows],
                 max_new_tokens=args.max_new_tokens,
@@ -258,8 +268,8 @@ def _run(args: argparse.Namespace) -> int:
         result = evaluate_rows(kind, rows, completions, progress)
     result["data"] = str(args.data)
     result["source"] = args.model or args.predictions
-    if getattr(args, "generation", None):
-        result["generation"] = dict(args.generation)
+    if models is not None and models.generation:
+        result["generation"] = dict(models.generation)
     if args.output:
         Path(args.output).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     if args.json:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.domains.tools.parser import completion_text, parse_response
+from corrgrpo.domains.base import completion_text
+from corrgrpo.domains.tools.parser import parse_response
 from corrgrpo.domains.tools.rewards import (
     CONTENT_COMPONENTS,
     REWARD_RANGES,

@@ -122,27 +122,6 @@ class ParsedResponse:
         return not self.issues
 
 
-def completion_text(completion: Any) -> str:
-    """The assistant text of a completion given as a string or a list of chat messages.
-
-    TRL passes conversational completions as ``[{"role": "assistant", "content": ...}]``.
-    Anything unexpected becomes ``""`` (scored as an empty response) rather than an error,
-    because it comes from model output.
-    """
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        content = completion.get("content")
-        return content if isinstance(content, str) else ""
-    if isinstance(completion, (list, tuple)):
-        messages = [m for m in completion if isinstance(m, dict)]
-        assistant = [m for m in messages if m.get("role") == "assistant"] or messages
-        if assistant:
-            content = assistant[-1].get("content")
-            return content if isinstance(content, str) else ""
-    return ""
-
-
 def strip_chat_wrapper(text: str) -> str:
     """Cut a decoded rollout down to the last assistant turn when template markers remain."""
     for start, end in _CHAT_WRAPPERS:

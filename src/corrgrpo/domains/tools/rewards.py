@@ -1,4 +1,4 @@
-"""The four partial-credit rewards of the tool-calling domain.
+"""The four partial-credit rewards of the tool-calling domain, and their reward callables.
 
 * ``R_fn = 0.5 (2 S_fn - 1)`` in [-0.5, 0.5]: tool names (multiset Jaccard).
 * ``R_pn = 2 S_pn - 1`` in [-1, 1]: parameter names of matched calls.
@@ -7,6 +7,12 @@
 
 The total lies in [-3, 4]. Values are compared as parsed JSON with Python equality, so the
 string ``"1"`` differs from the integer ``1`` while ``1 == 1.0`` (and ``true == 1``).
+
+The reward callables (``REWARD_FUNCTIONS``) take ``(prompts, completions, **columns)`` with the
+dataset's other columns batched; the reference is read from a ``ground_truth`` column, or
+from ``reward_model`` (verl / ToolRL parquet layout: ``{"ground_truth": ...}``), or from
+``output`` (raw RLLA json rows). Each callable's ``__name__`` is its component's name, so TRL
+logs ``rewards/tool_name/mean`` and so on.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from corrgrpo.domains.base import completion_text
 from corrgrpo.domains.tools.parser import (
     CALL_CLOSE,
     CALL_OPEN,
@@ -27,7 +34,6 @@ from corrgrpo.domains.tools.parser import (
     THINK_OPEN,
     ParsedResponse,
     ToolCall,
-    completion_text,
     parse_response,
 )
 
@@ -304,10 +310,80 @@ def score_response(response: Any, ground_truth: Any) -> ToolRewards:
     return score_parsed(parse_response(completion_text(response)), reference)
 
 
-def rewards_table(responses: Sequence[Any], references: Sequence[Any]) -> list[ToolRewards]:
-    """Score a batch; lengths must agree."""
-    if len(responses) != len(references):
-        raise ValueError(
-            f"{len(responses)} responses but {len(references)} references; they must pair up"
-        )
-    return [score_response(r, g) for r, g in zip(responses, references, strict=True)]
+# ---------------------------------------------------------------- the reward callables
+
+_REFERENCE_COLUMNS = ("ground_truth", "reward_model", "output")
+
+
+def references_from_columns(n: int, columns: dict[str, Any]) -> list[Any]:
+    """The reference of each of ``n`` rows, from whichever reference column is present."""
+    for key in _REFERENCE_COLUMNS:
+        values = columns.get(key)
+        if values is None:
+            continue
+        values = list(values)
+        if len(values) != n:
+            raise ValueError(f"column {key!r} has {len(values)} rows for {n} completions")
+        if key == "reward_model":
+            return [_ground_truth_of(v) for v in values]
+        return values
+    raise ValueError(
+        "tool-calling rewards need the reference in a 'ground_truth' column "
+        "(or 'reward_model' with a 'ground_truth' key, or an RLLA 'output' column); "
+        f"got columns {sorted(columns)}"
+    )
+
+
+def _ground_truth_of(reward_model: Any) -> Any:
+    if isinstance(reward_model, dict) and "ground_truth" in reward_model:
+        return reward_model["ground_truth"]
+    raise ValueError(f"'reward_model' entry has no 'ground_truth': {reward_model!r:.200}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _score_cached(text: str, reference: str) -> ToolRewards:
+    # The four reward callables score the same batch in turn; parse each pair once.
+    return score_response(text, reference)
+
+
+def score_batch(completions: Sequence[Any], references: Sequence[Any]) -> list[ToolRewards]:
+    """Score completions (strings or chat message lists) against their references; lengths
+    must agree."""
+    if len(completions) != len(references):
+        raise ValueError(f"{len(completions)} completions but {len(references)} references")
+    out = []
+    for completion, ref in zip(completions, references, strict=True):
+        text = completion_text(completion)
+        out.append(_score_cached(text, ref) if isinstance(ref, str) else score_response(text, ref))
+    return out
+
+
+def _component_reward(name: str) -> Callable[..., list[float | None]]:
+    def reward(
+        prompts: Sequence[Any] | None = None,
+        completions: Sequence[Any] = (),
+        **columns: Any,
+    ) -> list[float | None]:
+        refs = references_from_columns(len(completions), columns)
+        return [float(getattr(r, name)) for r in score_batch(completions, refs)]
+
+    reward.__name__ = reward.__qualname__ = name
+    reward.__doc__ = f"Reward callable: the {name!r} component of the tool-calling rewards."
+    return reward
+
+
+tool_name_reward = _component_reward("tool_name")
+param_name_reward = _component_reward("param_name")
+param_value_reward = _component_reward("param_value")
+format_reward = _component_reward("format")
+
+#: component name -> reward callable, in ``COMPONENTS`` order
+REWARD_FUNCTIONS: dict[str, Callable[..., list[float | None]]] = {
+    "tool_name": tool_name_reward,
+    "param_name": param_name_reward,
+    "param_value": param_value_reward,
+    "format": format_reward,
+}
+assert tuple(REWARD_FUNCTIONS) == COMPONENTS
+#: component name -> default weight: all 1, the ranges already weigh the components
+REWARD_WEIGHTS: dict[str, float] = {name: 1.0 for name in COMPONENTS}

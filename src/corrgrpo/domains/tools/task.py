@@ -8,7 +8,7 @@ from typing import Any
 
 from corrgrpo.domains.base import RewardComponent, Task, register_task
 from corrgrpo.domains.tools.metrics import rlla_metrics
-from corrgrpo.domains.tools.reward_funcs import REWARD_FUNCS, score_batch
+from corrgrpo.domains.tools.rewards import REWARD_FUNCTIONS, REWARD_WEIGHTS, score_batch
 
 
 @register_task("tools")
@@ -33,7 +33,7 @@ class ToolsTask(Task):
         limit: int | None = None,
         holdout: int = 0,
     ) -> None:
-        unknown = set(weights or {}) - set(REWARD_FUNCS)
+        unknown = set(weights or {}) - set(REWARD_FUNCTIONS)
         if unknown:
             raise ValueError(f"unknown tools reward components {sorted(unknown)}")
         if isinstance(holdout, bool) or not isinstance(holdout, int) or holdout < 0:
@@ -43,7 +43,7 @@ class ToolsTask(Task):
         self.holdout = holdout
         self.source = source
         self.eval_source = eval_source
-        self._weights = {name: 1.0 for name in REWARD_FUNCS} | dict(weights or {})
+        self._weights = dict(REWARD_WEIGHTS) | dict(weights or {})
         self.limit = limit
 
     def rows(self, split: str = "train") -> list[dict[str, Any]]:
@@ -109,7 +109,7 @@ class ToolsTask(Task):
         return datasets.Dataset.from_list(rows)
 
     def reward_components(self) -> list[RewardComponent]:
-        return [RewardComponent(n, fn, self._weights[n]) for n, fn in REWARD_FUNCS.items()]
+        return [RewardComponent(n, fn, self._weights[n]) for n, fn in REWARD_FUNCTIONS.items()]
 
     def evaluate(
         self, rows: Sequence[dict[str, Any]], completions: Sequence[str]

@@ -37,97 +37,15 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.domains.base import RewardComponent, RewardFn, Task, completion_text, register_task
+from corrgrpo.domains.base import RewardComponent, RewardFn, Task, register_task
+from corrgrpo.domains.toy import rewards
+from corrgrpo.domains.toy.rewards import CODE_DIGITS
 
 #: every character a prompt or completion of the toy task uses (the tiny tokenizer's alphabet)
 TOY_ALPHABET = "0123456789=<>/a!?x"
-CODE_DIGITS = 3
-BEST_EMPHASIS = 3
-BREVITY_SLACK = 8
-
-_ANSWER_RE = re.compile(r"^<a>([^<>]*)</a>(!*)$")
-
-
-def _parse(completion: Any) -> tuple[bool, str | None]:
-    """(well formed, the answer code or None when it is not exactly three digits)."""
-    match = _ANSWER_RE.match(completion_text(completion).strip())
-    if match is None:
-        return False, None
-    inner = match.group(1)
-    valid = len(inner) == CODE_DIGITS and inner.isascii() and inner.isdigit()
-    return True, inner if valid else None
-
-
-def _targets(completions: Sequence[Any], target: Sequence[Any] | None) -> list[str]:
-    if target is None:
-        raise ValueError("toy rewards need the dataset column 'target' (the code to echo)")
-    if len(target) != len(completions):
-        raise ValueError(
-            f"toy rewards got {len(completions)} completions but {len(target)} targets"
-        )
-    return [str(t) for t in target]
-
-
-def format_reward(prompts: Any, completions: Sequence[Any], **_: Any) -> list[float]:
-    return [1.0 if _parse(c)[0] else 0.0 for c in completions]
-
-
-def valid_reward(prompts: Any, completions: Sequence[Any], **_: Any) -> list[float]:
-    return [1.0 if _parse(c)[1] is not None else 0.0 for c in completions]
-
-
-def correct_reward(
-    prompts: Any, completions: Sequence[Any], target: Sequence[Any] | None = None, **_: Any
-) -> list[float]:
-    targets = _targets(completions, target)
-    return [1.0 if _parse(c)[1] == t else 0.0 for c, t in zip(completions, targets, strict=True)]
-
-
-def close_reward(
-    prompts: Any, completions: Sequence[Any], target: Sequence[Any] | None = None, **_: Any
-) -> list[float]:
-    out = []
-    for c, t in zip(completions, _targets(completions, target), strict=True):
-        answer = _parse(c)[1]
-        hits = 0 if answer is None else sum(x == y for x, y in zip(answer, t, strict=False))
-        out.append(hits / CODE_DIGITS)
-    return out
-
-
-def _trailing_bangs(text: str) -> int:
-    return len(text) - len(text.rstrip("!"))
-
-
-def emphasis_reward(prompts: Any, completions: Sequence[Any], **_: Any) -> list[float]:
-    out = []
-    for c in completions:
-        text = completion_text(c).strip()
-        out.append(min(_trailing_bangs(text), BEST_EMPHASIS) / BEST_EMPHASIS)
-    return out
-
-
-def brevity_reward(
-    prompts: Any, completions: Sequence[Any], target: Sequence[Any] | None = None, **_: Any
-) -> list[float]:
-    out = []
-    for c, t in zip(completions, _targets(completions, target), strict=True):
-        extra = len(completion_text(c).strip()) - len(f"<a>{t}</a>")
-        out.append(min(1.0, max(0.0, 1.0 - max(extra, 0) / BREVITY_SLACK)))
-    return out
-
-
-_TOY_COMPONENTS = (
-    RewardComponent("format", format_reward, 0.01),
-    RewardComponent("valid", valid_reward, 0.1),
-    RewardComponent("correct", correct_reward, 1.0),
-    RewardComponent("close", close_reward, 0.5),
-    RewardComponent("emphasis", emphasis_reward, 0.2),
-    RewardComponent("brevity", brevity_reward, 0.2),
-)
 
 
 def _parse_weight_scale(text: str | None) -> dict[str, float]:
@@ -183,7 +101,7 @@ class ToyTask(Task):
         self.num_eval = num_eval
         self.seed = seed
         self.weight_factors = _parse_weight_scale(weight_scale)
-        names = [c.name for c in _TOY_COMPONENTS]
+        names = list(rewards.COMPONENTS)
         for name in [*self.weight_factors, *([duplicate] if duplicate else [])]:
             if name not in names:
                 raise ValueError(
@@ -211,8 +129,10 @@ class ToyTask(Task):
 
     def reward_components(self) -> list[RewardComponent]:
         components = [
-            RewardComponent(c.name, c.fn, c.weight * self.weight_factors.get(c.name, 1.0))
-            for c in _TOY_COMPONENTS
+            RewardComponent(
+                name, fn, rewards.REWARD_WEIGHTS[name] * self.weight_factors.get(name, 1.0)
+            )
+            for name, fn in rewards.REWARD_FUNCTIONS.items()
         ]
         if self.duplicate:
             original = next(c for c in components if c.name == self.duplicate)

@@ -2,8 +2,9 @@
 
 Tested with TRL 1.16 (the ``trl`` extra pins the range). The package also holds the other
 adapters for TRL and ``transformers``: the agent's multi-turn rollout (``agent_rollout``), the
-chat-model agent policy (``agent_policy``) and greedy generation for evaluation
-(``generation``). Names are imported on first use, so those modules load without TRL.
+chat-model agent policy (``agent_policy``) and batched generation (``generation``, which
+evaluations, policies and rollouts all generate with). Names are imported on first use, so
+those modules load without TRL.
 """
 
 from __future__ import annotations

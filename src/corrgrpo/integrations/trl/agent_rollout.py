@@ -28,6 +28,7 @@ from corrgrpo.domains.agent.environment import (
 from corrgrpo.domains.agent.prompting import messages_for_tool_role, template_tool_role
 from corrgrpo.domains.agent.rewards import result_scores
 from corrgrpo.domains.agent.task import AgentTask
+from corrgrpo.integrations.trl.generation import eos_token_ids, generate_ids
 
 _SENTINEL = "\x1fASSISTANT-TURN-END\x1f"
 
@@ -83,18 +84,6 @@ def _glue_ids(
     return list(tokenizer(tail, add_special_tokens=False)["input_ids"])
 
 
-def _eos_ids(tokenizer: Any, model: Any) -> set[int]:
-    ids: set[int] = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if isinstance(configured, int):
-        ids.add(configured)
-    elif isinstance(configured, (list, tuple)):
-        ids.update(int(i) for i in configured)
-    return ids
-
-
 @dataclass(frozen=True)
 class _Decoding:
     """How every turn of a batch of episodes is generated."""
@@ -104,7 +93,6 @@ class _Decoding:
     temperature: float
     top_p: float
     top_k: int | None
-    pad_id: int
     eos_ids: set[int]
     tool_role: str
 
@@ -138,8 +126,7 @@ def generate_episodes(
         raise ValueError(f"max_new_tokens must be positive, got {max_new_tokens}")
     if prompts is not None and len(prompts) != len(cases):
         raise ValueError("prompts and cases differ in length")
-    eos_ids = _eos_ids(tokenizer, model)
-    pad_id = tokenizer.pad_token_id
+    eos_ids = set(eos_token_ids(tokenizer, model))
     decoding = _Decoding(
         max_new_tokens=max_new_tokens,
         budget=max_completion_tokens
@@ -148,7 +135,6 @@ def generate_episodes(
         temperature=temperature,
         top_p=top_p,
         top_k=top_k,
-        pad_id=pad_id if pad_id is not None else next(iter(eos_ids), 0),
         eos_ids=eos_ids,
         tool_role=template_tool_role(tokenizer),
     )
@@ -159,7 +145,7 @@ def generate_episodes(
     try:
         active = [i for i in range(len(envs)) if decoding.budget is None or decoding.budget > 0]
         while active:
-            new_ids = _generate_turn(model, [episodes[i] for i in active], decoding)
+            new_ids = _generate_turn(model, tokenizer, [episodes[i] for i in active], decoding)
             active = [
                 i
                 for i, new in zip(active, new_ids, strict=True)
@@ -186,39 +172,32 @@ def _open_episodes(
 
 
 def _generate_turn(
-    model: Any, episodes: list[TokenEpisode], decoding: _Decoding
+    model: Any, tokenizer: Any, episodes: list[TokenEpisode], decoding: _Decoding
 ) -> list[list[int]]:
-    """The next assistant turn of every episode (left-padded batch), cut at EOS and its room."""
-    import torch
-
+    """The next assistant turn of every episode (one batch), cut at EOS and its room."""
     room = [decoding.room(e) for e in episodes]
-    step_tokens = max(1, min(decoding.max_new_tokens, max(room)))
-    contexts = [e.prompt_ids + e.completion_ids for e in episodes]
-    width = max(len(c) for c in contexts)
-    device = next(model.parameters()).device
-    pad = decoding.pad_id
-    input_ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=device)
-    attention = torch.tensor(
-        [[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device
+    sampling: dict[str, Any] = (
+        {
+            "do_sample": True,
+            "temperature": decoding.temperature,
+            "top_p": decoding.top_p,
+            "top_k": decoding.top_k,
+        }
+        if decoding.temperature > 0
+        else {"do_sample": False}
     )
-    sampling = decoding.temperature > 0
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention,
-            max_new_tokens=step_tokens,
-            do_sample=sampling,
-            temperature=decoding.temperature if sampling else None,
-            top_p=decoding.top_p if sampling else None,
-            top_k=decoding.top_k if sampling else None,
-            pad_token_id=pad,
-            eos_token_id=sorted(decoding.eos_ids) or None,
-        )
+    rows = generate_ids(
+        model,
+        tokenizer,
+        [e.prompt_ids + e.completion_ids for e in episodes],
+        max_new_tokens=max(1, min(decoding.max_new_tokens, max(room))),
+        batch_size=len(episodes),
+        sampling=sampling,
+    )
     turns = []
-    for row in range(len(episodes)):
-        new = out[row, width:].tolist()
+    for new, row_room in zip(rows, room, strict=True):
         cut = next((k + 1 for k, t in enumerate(new) if t in decoding.eos_ids), len(new))
-        turns.append(new[: min(cut, room[row], decoding.max_new_tokens)])
+        turns.append(new[: min(cut, row_room, decoding.max_new_tokens)])
     return turns
 
 

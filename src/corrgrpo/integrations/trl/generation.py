@@ -2,12 +2,16 @@
 
 Generation is batched the way a CPU (or GPU) is used best: the prompts are tokenized once and
 sorted by length (longest first), so a batch pads little; every batch runs with the KV cache
-under ``torch.inference_mode``; and a row ends at its EOS or at its stop rule (a domain's
+under ``torch.no_grad`` (the model may be one that goes on training); and a row ends at its EOS or at its stop rule (a domain's
 ``stop(text) -> cut index or None``, e.g. after a closed code fence or ``</tool_call>``), so
 its text never carries what a model rambles on with after the answer. Greedy decoding (every
 evaluation command) drops an ended row from the batch and from the KV cache at once, so a
 batch costs what its unfinished rows cost, not what its longest row costs; sampling goes
 through ``generate``. Results come back in the prompts' order.
+
+:func:`generate_ids` is the one generation loop (token ids in, new token ids out: the agent
+rollout's turns use it as they are); :func:`generate_texts` decodes and cuts its rows for
+rendered prompts.
 """
 
 from __future__ import annotations
@@ -183,6 +187,65 @@ def _sampled_rows(model: Any, batch: _Batch, options: dict[str, Any]) -> list[li
     return rows
 
 
+def _pad_id(tokenizer: Any, ends: Sequence[int]) -> int:
+    if tokenizer.pad_token_id is not None:
+        return int(tokenizer.pad_token_id)
+    return ends[0] if ends else 0
+
+
+def generate_ids(
+    model: Any,
+    tokenizer: Any,
+    encoded: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    stop: StopRule | None = None,
+    sampling: dict[str, Any] | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[list[int]]:
+    """New token ids of every tokenized prompt in ``encoded``, in its order, as generated: up
+    to and with the row's EOS (greedy; sampled rows are padded after it), to its stop rule or
+    to ``max_new_tokens``. Greedy unless ``sampling`` gives ``generate`` options."""
+    import torch
+
+    if batch_size < 1 or max_new_tokens < 1:
+        raise ValueError("--batch-size and --max-new-tokens must be >= 1")
+    ends = eos_token_ids(tokenizer, model)
+    pad = _pad_id(tokenizer, ends)
+    device = next(model.parameters()).device
+    greedy = not (sampling or {}).get("do_sample", False)
+    outputs: list[list[int]] = [[] for _ in encoded]
+    for chosen in length_sorted_batches([len(e) for e in encoded], batch_size):
+        width = max(len(encoded[i]) for i in chosen)
+        batch = _Batch(
+            ids=torch.tensor(
+                [[pad] * (width - len(encoded[i])) + list(encoded[i]) for i in chosen],
+                device=device,
+            ),
+            mask=torch.tensor(
+                [[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in chosen],
+                device=device,
+            ),
+            max_new_tokens=max_new_tokens,
+            ends=set(ends),
+            pad=pad,
+            stop=stop,
+            tokenizer=tokenizer,
+        )
+        with torch.no_grad():
+            rows = (
+                _greedy_rows(model, batch)
+                if greedy
+                else _sampled_rows(model, batch, dict(sampling or {}))
+            )
+        for index, new in zip(chosen, rows, strict=True):
+            outputs[index] = new
+        if on_batch is not None:
+            on_batch(len(chosen))
+    return outputs
+
+
 def generate_texts(
     model: Any,
     tokenizer: Any,
@@ -197,47 +260,28 @@ def generate_texts(
 ) -> list[str]:
     """Completions of rendered prompts ``texts`` (see the module docstring); greedy unless
     ``sampling`` gives ``generate`` options (``do_sample``, ``temperature``, ...)."""
-    import torch
-
-    if batch_size < 1 or max_new_tokens < 1:
-        raise ValueError("--batch-size and --max-new-tokens must be >= 1")
-    encoded = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    ends = eos_token_ids(tokenizer, model)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else ends[0]
-    device = next(model.parameters()).device
-    greedy = not (sampling or {}).get("do_sample", False)
-    outputs = [""] * len(texts)
     started, cpu_started = time.perf_counter(), time.process_time()
-    for chosen in length_sorted_batches([len(e) for e in encoded], batch_size):
-        width = max(len(encoded[i]) for i in chosen)
-        batch = _Batch(
-            ids=torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in chosen]),
-            mask=torch.tensor(
-                [[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in chosen]
-            ),
-            max_new_tokens=max_new_tokens,
-            ends=set(ends),
-            pad=pad,
-            stop=stop,
-            tokenizer=tokenizer,
-        )
-        batch.ids, batch.mask = batch.ids.to(device), batch.mask.to(device)
-        with torch.inference_mode():
-            rows = (
-                _greedy_rows(model, batch)
-                if greedy
-                else _sampled_rows(model, batch, dict(sampling or {}))
-            )
-        for index, new in zip(chosen, rows, strict=True):
-            kept, made = _row_end(new, batch.ends, pad)
-            text = tokenizer.decode(new[:kept], skip_special_tokens=True)
-            cut = stop(text) if stop else None
-            outputs[index] = text if cut is None else text[:cut]
-            if stats is not None:
-                stats.new_tokens += made
-                stats.capped += int(made >= max_new_tokens and kept == made and cut is None)
-        if on_batch is not None:
-            on_batch(len(chosen))
+    rows = generate_ids(
+        model,
+        tokenizer,
+        [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts],
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        stop=stop,
+        sampling=sampling,
+        on_batch=on_batch,
+    )
+    ends = eos_token_ids(tokenizer, model)
+    pad = _pad_id(tokenizer, ends)
+    outputs = []
+    for new in rows:
+        kept, made = _row_end(new, set(ends), pad)
+        text = tokenizer.decode(new[:kept], skip_special_tokens=True)
+        cut = stop(text) if stop else None
+        outputs.append(text if cut is None else text[:cut])
+        if stats is not None:
+            stats.new_tokens += made
+            stats.capped += int(made >= max_new_tokens and kept == made and cut is None)
     if stats is not None:
         stats.rows += len(texts)
         stats.seconds += time.perf_counter() - started

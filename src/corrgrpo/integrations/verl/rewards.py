@@ -46,8 +46,8 @@ DOMAINS = ("code", "tools", "agent")
 #: the module holding each domain's verl ``compute_score`` and its ``COMPONENTS``
 DOMAIN_MODULES: dict[str, str] = {
     "code": "corrgrpo.integrations.verl.code_score",
-    "tools": "corrgrpo.domains.tools",
-    "agent": "corrgrpo.domains.agent",
+    "tools": "corrgrpo.integrations.verl.tools_score",
+    "agent": "corrgrpo.integrations.verl.agent_score",
 }
 
 #: data_source values (lower case) of the datasets each domain scores

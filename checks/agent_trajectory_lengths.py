@@ -8,11 +8,12 @@ least this much: it also reasons and may call more tools. Characters, not tokens
 recipe's model tokenizer is on the hub; for English and JSON, Qwen-style tokenizers give
 roughly 3.5-4 characters per token.
 
-    python benchmarks/agent_trajectory_lengths.py
+    python checks/agent_trajectory_lengths.py
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 
 from corrgrpo.domains.agent.cases import build_cases
@@ -27,6 +28,7 @@ def quantile(values: list[int], q: float) -> int:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0]).parse_args()
     cases, seen = [], set()
     for case in build_cases("all"):
         key = (case.suite, case.user_task_id, case.attack)

@@ -1,6 +1,6 @@
 """Installed size of the core and of what each extra adds, from this environment's metadata.
 
-    python benchmarks/extra_sizes.py
+    python checks/extra_sizes.py
 
 Reads the extras from ``pyproject.toml`` (Python 3.11+) and sums the files that
 ``importlib.metadata`` lists for each package and every dependency it
@@ -10,6 +10,7 @@ not already bring. Extras overlap, so their numbers do not add up to ``all``.
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata as md
 import os
 import re
@@ -82,6 +83,7 @@ def declared_extras() -> dict[str, list[str]]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0]).parse_args()
     core = closure([(name, ()) for name in CORE])
     torch_only = closure([("torch", ())])
     print(f"core: {megabytes(core):.0f} MB ({', '.join(sorted(core))})")

@@ -27,8 +27,8 @@ One command, one table, one JSON report; the exit status is non-zero when a chec
    corrgrpo metrics are logged, median step times are compared. Skipped, with a line saying so,
    when TRL is not importable, and in the CPU mode unless ``--trainer`` is given.
 
-    python benchmarks/gpu_check.py --output gpu_check.json              # CUDA, full sizes
-    python benchmarks/gpu_check.py --device cpu --output cpu_check.json # small sizes (CI)
+    python checks/gpu_check.py --output gpu_check.json              # CUDA, full sizes
+    python checks/gpu_check.py --device cpu --output cpu_check.json # small sizes (CI)
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.metadata
+import importlib.util
 import json
 import math
 import os
@@ -47,16 +48,42 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
-from estimators import median_time, ragged_index  # benchmarks/estimators.py
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import corrgrpo
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_benchmark(file_name: str, module_name: str) -> ModuleType:
+    """The script ``benchmarks/<file_name>`` imported as the module ``module_name``."""
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    path = BENCHMARKS / file_name
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the benchmark {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look their module up there
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
+# the timing and ragged-group helpers of the estimator speed benchmark (benchmarks/estimators.py)
+_estimator_speed_benchmark = load_benchmark("estimators.py", "estimator_speed_benchmark")
+median_time: Callable[[Callable[[], object], int], float] = _estimator_speed_benchmark.median_time
+ragged_index: Callable[..., torch.Tensor] = _estimator_speed_benchmark.ragged_index
 
 # Input float32, computation float64 inside, output float32: the device and the CPU float64
 # reference differ by the final rounding plus reduction order (~1e-7 relative).
@@ -428,10 +455,12 @@ def run_trainer(
 ) -> dict[str, Any]:
     """A few CorrGRPOTrainer steps; the loss at every step, corrgrpo metrics, step times."""
     from datasets import Dataset  # type: ignore[import-untyped]
-    from trainer_overhead import REWARDS  # benchmarks/trainer_overhead.py
     from transformers import AutoTokenizer, PrinterCallback
 
     from corrgrpo.integrations.trl import CorrGRPOConfig, CorrGRPOTrainer
+
+    # the reward functions of the trainer overhead benchmark (benchmarks/trainer_overhead.py)
+    rewards = load_benchmark("trainer_overhead.py", "trainer_overhead_benchmark").REWARDS
 
     on_cpu = device.type == "cpu"
     config = CorrGRPOConfig(
@@ -453,7 +482,7 @@ def run_trainer(
     )
     trainer = CorrGRPOTrainer(
         model=model_dir,
-        reward_funcs=REWARDS[:2],
+        reward_funcs=rewards[:2],
         args=config,
         train_dataset=Dataset.from_dict({"prompt": [f"{i}*{i + 3}=" for i in range(64)]}),
         processing_class=AutoTokenizer.from_pretrained(model_dir),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The accelerator check (benchmarks/gpu_check.py) on a machine without internet access.
+# The accelerator check (checks/gpu_check.py) on a machine without internet access.
 #
-#   benchmarks/gpu_check.sh fetch [DIR]            # with internet: the wheels TRL needs, into DIR
-#   benchmarks/gpu_check.sh run [DIR] [OPTIONS]    # there: install DIR's wheels, run the check
+#   checks/gpu_check.sh fetch [DIR]            # with internet: the wheels TRL needs, into DIR
+#   checks/gpu_check.sh run [DIR] [OPTIONS]    # there: install DIR's wheels, run the check
 #
 # DIR defaults to .gpu-wheels (ignored by git). OPTIONS go to gpu_check.py (e.g. --output
 # report.json, --device cuda:1). The wheels are what a PyTorch image with transformers and
@@ -51,7 +51,11 @@ case "$command" in
       echo "no wheels in $dir: the trainer check runs only if TRL is already installed"
     fi
     export PYTHONPATH="$ROOT/src:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-    exec "$PYTHON" "$ROOT/benchmarks/gpu_check.py" "$@"
+    exec "$PYTHON" "$ROOT/checks/gpu_check.py" "$@"
+    ;;
+  -h|--help)
+    echo "usage: $0 fetch [DIR] | run [DIR] [gpu_check.py options]"
+    echo "The accelerator check (checks/gpu_check.py) on a machine without internet access."
     ;;
   *)
     echo "usage: $0 fetch [DIR] | run [DIR] [gpu_check.py options]" >&2

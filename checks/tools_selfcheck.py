@@ -1,6 +1,6 @@
 """RLLA self-check and mutation table of the four tool-calling rewards.
 
-    python benchmarks/tools_selfcheck.py [--data ../shared/data/rlla/rlla_sft.json] [--row 86]
+    python checks/tools_selfcheck.py [--data ../shared/data/rlla/rlla_sft.json] [--row 86]
 
 1. Every gold output scored against itself (expect all-exact 100, format 100).
 2. One real reference (``--row``) and mutated predictions: R_fn, R_pn, R_pv, R_fmt, total.

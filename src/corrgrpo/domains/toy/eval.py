@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.base import EvalModels, require_models
+
 
 def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -39,45 +41,44 @@ def add_eval_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run, task_name="toy")
 
 
-def evaluate_model(args: argparse.Namespace) -> dict[str, Any]:
-    """Load the model named by ``args.model`` and score it on the task's evaluation rows."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def evaluate_model(args: argparse.Namespace, models: EvalModels) -> dict[str, Any]:
+    """Score the model named by ``args.model`` on the task's evaluation rows.
 
-    from corrgrpo.domains import get_task
-    from corrgrpo.models.presets import resolve_model
-    from corrgrpo.training.policy_eval import evaluate_policy
-    from corrgrpo.utils.threads import choose_threads, set_torch_threads
+    ``models.sample`` (handed over by ``corrgrpo eval``) loads the model and samples its
+    completions; its ``record`` gets the loaded model's path under ``model``.
+    """
+    from corrgrpo.domains.toy.task import ToyTask
 
     if args.prompts < 1 or args.samples < 1:
         raise ValueError("--prompts and --samples must be at least 1")
-    set_torch_threads(choose_threads(args.threads))
-    path = resolve_model(args.model)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path)
-    task = get_task(args.task_name)
-    data = task.load_dataset(args.split)  # the rows `corrgrpo train` evaluates on
-    rows = [dict(data[i]) for i in range(min(args.prompts, len(data)))]
-    metrics = evaluate_policy(
-        model,
-        tokenizer,
-        task,
-        rows,
+    task = ToyTask()
+    rows = task.rows(args.split)[: args.prompts]  # the rows `corrgrpo train` evaluates on
+    record: dict[str, Any] = {}
+    samples = models.sample(
+        args.model,
+        [row["prompt"] for row in rows],
         num_samples=args.samples,
         max_new_tokens=args.max_new_tokens or 16,
         temperature=args.temperature,
         seed=args.seed,
+        threads=args.threads,
+        record=record,
     )
-    return {"model": path, "rows": len(rows), "samples": args.samples, "metrics": metrics}
+    metrics = task.evaluate_samples(rows, samples)
+    return {
+        "model": record.get("model", args.model),
+        "rows": len(rows),
+        "samples": args.samples,
+        "metrics": metrics,
+    }
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, models: EvalModels | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
     try:
-        result = evaluate_model(args)
+        result = evaluate_model(args, require_models(models, args.model))
     except (ValueError, OSError, RuntimeError) as error:
         print(f"corrgrpo eval {args.task_name}: {error}", file=sys.stderr)
         return 2

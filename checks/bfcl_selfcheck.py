@@ -1,6 +1,6 @@
 """BFCL v4 self-check: reference outputs of every row scored, rows BFCL rejects, scoring time.
 
-    python benchmarks/bfcl_selfcheck.py [--data DIR] [--repeats 5]
+    python checks/bfcl_selfcheck.py [--data DIR] [--repeats 5]
 
 Needs the BFCL data (``pip install --no-deps bfcl-eval``) or a folder in the same layout.
 Prints the rows per category, the rows whose reference output BFCL's rules reject (its data

@@ -1,6 +1,6 @@
 """How many RLLA rows fit a prompt-token budget for a model: the short tool-calling variant.
 
-    python benchmarks/tools_prompt_budget.py [--model smollm2-135m] [--holdout 80]
+    python checks/tools_prompt_budget.py [--model smollm2-135m] [--holdout 80]
         [--data ../shared/data/rlla/rlla_sft.json] [--budgets 512,560,600,640,700,768]
 
 Prompts are measured after the model's chat template (what ``max_prompt_length`` measures);

@@ -44,7 +44,7 @@ controls, every hack that passed and every crash. ``--limit N`` keeps at most N 
 each group (HumanEval assert mode, HumanEval call mode, LeetCode, stdin); ``--json`` writes
 the tables and every verdict.
 
-    python benchmarks/reward_hacks.py [--families 1,4 | patching,...] [--limit N]
+    python checks/reward_hacks.py [--families 1,4 | patching,...] [--limit N]
         [--workers 2] [--leetcode DIR] [--json out.json] [--quiet]
 """
 

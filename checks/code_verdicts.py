@@ -15,7 +15,7 @@ programs passed in each run, which references failed, which wrong programs passe
 (``corrgrpo.utils.cache``; set ``CORRGRPO_CACHE_DIR`` for a fresh one), so the first run
 calibrates and later runs reuse the limits.
 
-    python benchmarks/code_verdicts.py --runs 3 --load 2 [--benchmark leetcode humaneval]
+    python checks/code_verdicts.py --runs 3 --load 2 [--benchmark leetcode humaneval]
         [--isolation auto namespaces none] [--limit N] [--loops 10] [--workers N] [--json out.json]
 """
 
