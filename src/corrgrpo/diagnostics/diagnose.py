@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from corrgrpo.estimators import compute_advantages, list_estimators
+from corrgrpo.estimators import compute_advantages, list_estimators, validate_inputs
 from corrgrpo.estimators.baselines import GRPO_EPS
 from corrgrpo.estimators.corr_grpo import corr_grpo_denominator, correlation_sum
 from corrgrpo.estimators.groups import Groups
@@ -104,6 +104,8 @@ def diagnose(
     q_threshold: float = 0.1,
     grpo_eps: float | None = None,
     corr_options: Mapping[str, Any] | None = None,
+    estimator_stats: Mapping[str, Any] | None = None,
+    validate: bool = True,
 ) -> Diagnosis:
     """Diagnose multi-component rewards (dense (B, G, K) or flat (N, K) + group_index).
 
@@ -113,19 +115,21 @@ def diagnose(
     runs with (``eps``, ``stabilizer``, ``corr_weighting``, ``guard``, ``guard_q_floor``,
     ``grpo_eps``; others are accepted and do not change the denominator).
 
-    Influence of component k under an estimator is the RMS change of the advantages when k
-    is made inert (replaced by its group mean, so it is constant within every group),
-    normalized to sum to 1 over components. It works for any registered estimator,
-    including non-linear ones, and captures both numerator and denominator effects.
+    Influence of component k under an estimator: the RMS change of the advantages when k is
+    made inert (replaced by its group mean), normalized to sum to 1 over components; any
+    registered estimator, numerator and denominator effects alike.
+
+    ``estimator_stats`` (the ``stats`` of ``compute_advantages`` on the same rewards): its
+    ``grpo_denominator`` / ``corr_denominator`` give that side of c_q as the estimator used
+    it. ``validate=False`` skips :func:`validate_inputs` for input already checked.
     """
-    # validation and the canonical form come from the estimator front door
-    compute_advantages(rewards, "dr_grpo", group_index=group_index, weights=weights, ddof=ddof)
+    if validate:
+        validate_inputs(rewards, group_index, weights, ddof)
     flat, groups, k = _canonical(rewards, group_index)
-    names = _component_names(names, k)
-    w = _weights64(weights, k)
-    x = flat.to(torch.float64)
-    structure = _group_structure(x, groups, w.to(x.device), ddof)
-    c_q = _c_q(x, groups, w.to(x.device), ddof, structure.tot, grpo_eps, corr_options)
+    names, w = _component_names(names, k), _weights64(weights, k)
+    x, w = flat.to(torch.float64), w.to(flat.device)
+    structure = _group_structure(x, groups, w, ddof)
+    c_q = _c_q(x, groups, w, ddof, structure, grpo_eps, corr_options, estimator_stats)
     singleton = structure.tot.singleton
     near = ~singleton & (structure.tot.std > 0) & (structure.q < q_threshold)
     names_to_estimate = estimators if estimators is not None else list_estimators()
@@ -205,21 +209,34 @@ def _c_q(
     groups: Groups,
     w: Tensor,
     ddof: int,
-    tot: TotalStats,
+    structure: _GroupStructure,
     grpo_eps: float | None,
     corr_options: Mapping[str, Any] | None,
+    estimator_stats: Mapping[str, Any] | None = None,
 ) -> Tensor:
-    """den_GRPO / den_CorrGRPO per slot, each as its estimator computes it."""
-    options = dict(corr_options or {})
-    check_options("corr_grpo", {k: v for k, v in options.items() if k != "eps"})
-    q = correlation_sum(
-        x, groups, w, ddof=ddof, corr_weighting=options.get("corr_weighting", "absorbed")
-    )
-    den_corr, _ = corr_grpo_denominator(
-        q, tot, **{k: options[k] for k in _DENOMINATOR_OPTIONS if k in options}
-    )
-    den_grpo = tot.std + (GRPO_EPS if grpo_eps is None else grpo_eps)
-    return den_grpo / den_corr
+    """den_GRPO / den_CorrGRPO per slot, each as its estimator computes it (taken from the
+    estimator's own statistics when they hold it)."""
+    tot, known = structure.tot, estimator_stats or {}
+    den_corr = known.get("corr_denominator")
+    if den_corr is None:
+        options = dict(corr_options or {})
+        check_options("corr_grpo", {k: v for k, v in options.items() if k != "eps"})
+        corr_weighting = options.get("corr_weighting", "absorbed")
+        # the structure's Q is the sum of the correlations of the weighted components, which
+        # is what the default weighting uses
+        q = (
+            structure.q
+            if corr_weighting == "absorbed"
+            else correlation_sum(x, groups, w, ddof=ddof, corr_weighting=corr_weighting)
+        )
+        den_corr, _ = corr_grpo_denominator(
+            q, tot, **{k: options[k] for k in _DENOMINATOR_OPTIONS if k in options}
+        )
+    den_grpo = known.get("grpo_denominator")
+    if den_grpo is None:
+        den_grpo = tot.std + (GRPO_EPS if grpo_eps is None else grpo_eps)
+    result: Tensor = den_grpo / den_corr
+    return result
 
 
 def _influence(flat: Tensor, groups: Groups, w: Tensor, ddof: int, estimator: str) -> Tensor:

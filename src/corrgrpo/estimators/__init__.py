@@ -1,6 +1,6 @@
 """Multi-reward group-relative advantage estimators (pure functions + a name registry)."""
 
-from corrgrpo.estimators.api import compute_advantages
+from corrgrpo.estimators.api import AdvantageResult, compute_advantages, validate_inputs
 from corrgrpo.estimators.baselines import (
     dr_grpo_advantages,
     gdpo_advantages,
@@ -16,6 +16,8 @@ from corrgrpo.estimators.gd2po import conflicting_rollouts, gd2po_advantages
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.rdpo import group_quantile_scores, rdpo_advantages
 from corrgrpo.estimators.registry import (
+    EstimatorInfo,
+    estimator_info,
     estimator_options,
     get_estimator,
     list_estimators,
@@ -26,7 +28,9 @@ from corrgrpo.estimators.stats import ComponentStats, component_stats, total_sta
 
 __all__ = [
     "CONVENTIONS",
+    "AdvantageResult",
     "ComponentStats",
+    "EstimatorInfo",
     "Groups",
     "component_stats",
     "compute_advantages",
@@ -35,6 +39,7 @@ __all__ = [
     "corr_grpo_advantages",
     "correlation_sum",
     "dr_grpo_advantages",
+    "estimator_info",
     "estimator_options",
     "gd2po_advantages",
     "gdpo_advantages",
@@ -51,4 +56,5 @@ __all__ = [
     "saw_advantages",
     "saw_weights",
     "total_stats",
+    "validate_inputs",
 ]

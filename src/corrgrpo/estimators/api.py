@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal, overload
 
 import torch
 from torch import Tensor
@@ -13,6 +13,48 @@ from torch import Tensor
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import check_options, get_estimator, takes
 from corrgrpo.estimators.stats import mark_nan_free
+
+
+@dataclass(frozen=True)
+class AdvantageResult:
+    """Advantages and the statistics the estimator computed on the way (see ``stats``)."""
+
+    advantages: Tensor
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+@overload
+def compute_advantages(
+    rewards: Tensor,
+    estimator: str = ...,
+    *,
+    group_index: Tensor | Sequence[Hashable] | None = ...,
+    weights: Tensor | Sequence[float] | None = ...,
+    eps: float | None = ...,
+    ddof: int = ...,
+    stats: dict[str, Any] | None = ...,
+    check_finite: bool = ...,
+    token_counts: Tensor | Sequence[float] | None = ...,
+    return_stats: Literal[False] = ...,
+    **options: Any,
+) -> Tensor: ...
+
+
+@overload
+def compute_advantages(
+    rewards: Tensor,
+    estimator: str = ...,
+    *,
+    group_index: Tensor | Sequence[Hashable] | None = ...,
+    weights: Tensor | Sequence[float] | None = ...,
+    eps: float | None = ...,
+    ddof: int = ...,
+    stats: dict[str, Any] | None = ...,
+    check_finite: bool = ...,
+    token_counts: Tensor | Sequence[float] | None = ...,
+    return_stats: Literal[True],
+    **options: Any,
+) -> AdvantageResult: ...
 
 
 def compute_advantages(
@@ -26,8 +68,9 @@ def compute_advantages(
     stats: dict[str, Any] | None = None,
     check_finite: bool = True,
     token_counts: Tensor | Sequence[float] | None = None,
+    return_stats: bool = False,
     **options: Any,
-) -> Tensor:
+) -> Tensor | AdvantageResult:
     """Advantages of multi-component rewards with the estimator registered as ``estimator``.
 
     Args:
@@ -40,26 +83,31 @@ def compute_advantages(
         weights: ``(K,)`` reward weights (default all 1).
         eps: the estimator's stabilizer (``None`` = its documented default).
         ddof: divisor n - ddof for every sample statistic (default 1).
-        stats: optional dict the estimator fills with diagnostic tensors (e.g.
-            ``singleton_groups``, ``guard_triggers``, per-group ``q``).
+        stats: optional dict the estimator fills with diagnostic tensors: counts such as
+            ``singleton_groups`` and per group slot (``Groups`` order) the keys of its
+            ``EstimatorInfo.group_stats`` (``q``, ``total_std``, its denominator).
         check_finite: reject +-inf rewards with an error naming the sample and component
             (and non-finite weights already on an accelerator). This check is the only host
             synchronisation; pass False to skip it on GPU, with ``group_index`` and ``weights``
             already on the rewards' device (a blocking copy from the host waits for it too).
         token_counts: ``(N,)`` or ``(B, G)`` response lengths, for ``conventions="official"``
             batch statistics over tokens (see :mod:`corrgrpo.estimators.conventions`).
+        return_stats: return an :class:`AdvantageResult` with the advantages and ``stats``.
         **options: estimator-specific options (see each estimator's docstring).
 
     Returns:
-        ``(B, G)`` for dense input or ``(N,)`` for flat input, same dtype and device.
+        ``(B, G)`` for dense input or ``(N,)`` for flat input, same dtype and device (inside
+        an :class:`AdvantageResult` with ``return_stats=True``).
     """
     fn = get_estimator(estimator)
     check_options(estimator, options)
-    _check_rewards(rewards, ddof)
+    if return_stats and stats is None:
+        stats = {}
+    check_layout(rewards, group_index, ddof)
     if rewards.dim() == 3:
-        batch = _dense_batch(rewards, group_index)
+        batch = _dense_batch(rewards)
     else:
-        batch = _flat_batch(rewards, group_index, estimator)
+        batch = _flat_batch(rewards, group_index, estimator)  # type: ignore[arg-type]
     finite = check_finite and _reject_inf(batch.flat)
     w = _weights(weights, rewards.shape[-1], rewards.device, check_finite)
     if token_counts is not None:  # laid out like the samples, so passed apart from options
@@ -67,7 +115,46 @@ def compute_advantages(
     adv = _run(fn, batch, w, finite, dict(eps=eps, ddof=ddof, stats=stats, **options))
     out = adv.reshape(batch.out_shape).to(rewards.dtype)
     # advantages enter the loss as constants: an ordinary tensor, not an inference one
-    return out.clone() if out.is_inference() else out
+    out = out.clone() if out.is_inference() else out
+    return AdvantageResult(out, stats if stats is not None else {}) if return_stats else out
+
+
+def validate_inputs(
+    rewards: Tensor,
+    group_index: Tensor | Sequence[Hashable] | None = None,
+    weights: Tensor | Sequence[float] | None = None,
+    ddof: int = 1,
+) -> None:
+    """Raise for input :func:`compute_advantages` would reject (shapes, dtypes, ddof, inf
+    rewards, non-finite weights) without running an estimator."""
+    check_layout(rewards, group_index, ddof)
+    _reject_inf(rewards.reshape(-1, rewards.shape[-1]))
+    _weights(weights, rewards.shape[-1], rewards.device, True)
+
+
+def check_layout(
+    rewards: Tensor, group_index: Tensor | Sequence[Hashable] | None, ddof: int
+) -> None:
+    """The shape, dtype and ddof checks of :func:`compute_advantages` (no host read)."""
+    _check_rewards(rewards, ddof)
+    if rewards.dim() == 3:
+        if group_index is not None:
+            raise ValueError(
+                "group_index is only for flat (N, K) rewards; dense (B, G, K) input "
+                "already defines its groups"
+            )
+        if 0 in rewards.shape:
+            raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (B, G, K)")
+        return
+    n, k = rewards.shape
+    if n == 0 or k == 0:
+        raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (N, K)")
+    if group_index is None:
+        raise ValueError("flat (N, K) rewards need group_index (N,); or pass dense (B, G, K)")
+    if isinstance(group_index, Tensor) and group_index.dim() != 1:
+        raise ValueError(f"group_index must be 1-D (N,), got shape {tuple(group_index.shape)}")
+    if len(group_index) != n:
+        raise ValueError(f"group_index has length {len(group_index)} but rewards has N={n} rows")
 
 
 @torch.inference_mode()
@@ -108,15 +195,8 @@ def _check_rewards(rewards: Tensor, ddof: int) -> None:
         )
 
 
-def _dense_batch(rewards: Tensor, group_index: Tensor | Sequence[Hashable] | None) -> _Batch:
-    if group_index is not None:
-        raise ValueError(
-            "group_index is only for flat (N, K) rewards; dense (B, G, K) input "
-            "already defines its groups"
-        )
+def _dense_batch(rewards: Tensor) -> _Batch:
     b, g, k = rewards.shape
-    if b == 0 or g == 0 or k == 0:
-        raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (B, G, K)")
     # estimators work on the (B, G, K) layout directly
     groups = Groups.dense(b, g, device=rewards.device)
     return _Batch(rewards.reshape(b * g, k), rewards, groups, (b, g), None)
@@ -127,17 +207,10 @@ SCATTERED_ON_HOST = frozenset({"corr_grpo"})
 
 
 def _flat_batch(
-    rewards: Tensor, group_index: Tensor | Sequence[Hashable] | None, estimator: str = ""
+    rewards: Tensor, group_index: Tensor | Sequence[Hashable], estimator: str = ""
 ) -> _Batch:
+    """Flat rewards laid out for an estimator (inputs already checked by check_layout)."""
     n, k = rewards.shape
-    if n == 0 or k == 0:
-        raise ValueError(f"empty batch: rewards has shape {tuple(rewards.shape)} (N, K)")
-    if group_index is None:
-        raise ValueError("flat (N, K) rewards need group_index (N,); or pass dense (B, G, K)")
-    if isinstance(group_index, Tensor) and group_index.dim() != 1:
-        raise ValueError(f"group_index must be 1-D (N,), got shape {tuple(group_index.shape)}")
-    if len(group_index) != n:
-        raise ValueError(f"group_index has length {len(group_index)} but rewards has N={n} rows")
     groups = Groups.from_index(group_index, device=rewards.device)
     layout = groups.equal_size_layout(allow_sort=estimator not in SCATTERED_ON_HOST)
     if layout is None:

@@ -18,7 +18,7 @@ from corrgrpo.estimators.conventions import (
     token_whiten,
 )
 from corrgrpo.estimators.groups import Groups
-from corrgrpo.estimators.registry import register_estimator
+from corrgrpo.estimators.registry import EstimatorInfo, register_estimator
 from corrgrpo.estimators.stats import (
     TotalStats,
     batch_mean,
@@ -35,7 +35,15 @@ from corrgrpo.estimators.stats import (
 GRPO_EPS = 1e-4
 
 
-@register_estimator("grpo")
+@register_estimator(
+    "grpo",
+    EstimatorInfo(
+        sum_first=True,
+        framework_eps=OFFICIAL_GROUP_EPS,
+        unscaled=("dr_grpo", {}),
+        group_stats=("total_std", "grpo_denominator"),
+    ),
+)
 def grpo_advantages(
     rewards: Tensor,
     groups: Groups,
@@ -57,14 +65,20 @@ def grpo_advantages(
     eps = (OFFICIAL_GROUP_EPS if official else GRPO_EPS) if eps is None else eps
     u = rewards * weights
     tot = total_stats(u, groups, ddof)
-    adv = tot.centered / (groups.expand(tot.std) + eps)
+    den = tot.std + eps
+    adv = tot.centered / groups.expand(den)
     record_singletons(stats, tot)
+    if stats is not None:
+        stats["total_std"], stats["grpo_denominator"] = tot.std, den
     if official:
         return _lone_responses_keep_reward(adv, u, tot, groups, lone_divisor(eps))
     return finalize(adv, tot, groups)
 
 
-@register_estimator("dr_grpo")
+@register_estimator(
+    "dr_grpo",
+    EstimatorInfo(sum_first=True, unscaled=("dr_grpo", {}), group_stats=("total_std",)),
+)
 def dr_grpo_advantages(
     rewards: Tensor,
     groups: Groups,
@@ -85,6 +99,8 @@ def dr_grpo_advantages(
     u = rewards * weights
     tot = total_stats(u, groups, ddof)
     record_singletons(stats, tot)
+    if stats is not None:
+        stats["total_std"] = tot.std
     if official:
         return _lone_responses_keep_reward(tot.centered, u, tot, groups, 1.0)
     return finalize(tot.centered, tot, groups)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import Tensor
@@ -22,19 +23,39 @@ EstimatorFn = Callable[..., Tensor]
 
 _REGISTRY: dict[str, EstimatorFn] = {}
 
+
+@dataclass(frozen=True)
+class EstimatorInfo:
+    """What adapters need to know about an estimator, declared where it is registered."""
+
+    #: it sees only the weighted total R_i = sum_k w_k r_ik of each sample, so a group whose
+    #: total is constant carries no signal for it (the others read every component: a group
+    #: whose components differ but whose totals agree still has advantages), and a scalar
+    #: reward (K = 1) is all it needs
+    sum_first: bool = False
+    #: the stabilizer that makes it a drop-in for the frameworks' own estimator of the same
+    #: name (verl's GRPO: 1e-6); ``None``: its documented default
+    framework_eps: float | None = None
+    #: the estimator and options that give its numerator without the scale normalization
+    #: (verl's ``norm_adv_by_std_in_grpo=False``); ``None``: no such variant
+    unscaled: tuple[str, Mapping[str, Any]] | None = None
+    #: keys of ``stats`` it fills with per-group tensors (see :func:`compute_advantages`)
+    group_stats: tuple[str, ...] = field(default_factory=tuple)
+
+
+_INFO: dict[str, EstimatorInfo] = {}
+
 # keyword arguments every estimator receives from compute_advantages
 _COMMON = ("eps", "ddof", "stats")
 # per-sample inputs some estimators take: laid out like the samples, so not options
 SAMPLE_INPUTS = ("token_counts",)
 
-#: estimators that see only the weighted total R_i = sum_k w_k r_ik of each sample, so a group
-#: whose total is constant carries no signal for them. The others read every component: a
-#: group whose components differ but whose totals agree still has advantages.
-SUM_FIRST_ESTIMATORS = frozenset({"grpo", "dr_grpo", "corr_grpo"})
 
-
-def register_estimator(name: str) -> Callable[[EstimatorFn], EstimatorFn]:
-    """Decorator registering ``fn`` under ``name`` (a name already taken raises)."""
+def register_estimator(
+    name: str, info: EstimatorInfo | None = None
+) -> Callable[[EstimatorFn], EstimatorFn]:
+    """Decorator registering ``fn`` under ``name`` (a name already taken raises), with the
+    facts adapters read from :func:`estimator_info`."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"estimator name must be a non-empty string, got {name!r}")
 
@@ -49,6 +70,7 @@ def register_estimator(name: str) -> Callable[[EstimatorFn], EstimatorFn]:
         if name in _REGISTRY and _REGISTRY[name] is not fn:
             raise ValueError(f"estimator {name!r} is already registered")
         _REGISTRY[name] = fn
+        _INFO[name] = info if info is not None else EstimatorInfo()
         return fn
 
     return deco
@@ -61,6 +83,12 @@ def get_estimator(name: str) -> EstimatorFn:
         raise ValueError(
             f"unknown estimator {name!r}; registered: {', '.join(list_estimators())}"
         ) from None
+
+
+def estimator_info(name: str) -> EstimatorInfo:
+    """The metadata estimator ``name`` was registered with."""
+    get_estimator(name)  # names an unknown estimator
+    return _INFO[name]
 
 
 def list_estimators() -> list[str]:

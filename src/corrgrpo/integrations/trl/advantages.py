@@ -18,7 +18,7 @@ from torch import Tensor
 from corrgrpo.diagnostics import diagnose
 from corrgrpo.diagnostics.weight_regimes import low_weight_groups, low_weight_share
 from corrgrpo.estimators import compute_advantages
-from corrgrpo.estimators.registry import SUM_FIRST_ESTIMATORS
+from corrgrpo.estimators.registry import estimator_info
 from corrgrpo.integrations.trl.config import ALL_KEY, TOTAL_KEY
 
 METRIC_PREFIX = "corrgrpo"
@@ -60,7 +60,7 @@ class EstimatorSettings:
                 f"dynamic_sampling_key {key!r} is neither 'total', 'all' nor a reward function "
                 f"name; reward functions: {', '.join(names)}"
             )
-        if key == TOTAL_KEY and self.estimator not in SUM_FIRST_ESTIMATORS:
+        if key == TOTAL_KEY and not estimator_info(self.estimator).sum_first:
             # a constant total is no constant signal for an estimator that reads components
             raise ValueError(
                 f"dynamic_sampling_key='total' would drop groups whose rewards differ but whose "
@@ -172,16 +172,16 @@ def _batch_advantages_cpu(
     dynamic_sampling: bool,
 ) -> BatchAdvantages:
     dense = _dense(rewards, num_generations)
-    stats: dict[str, Any] = {}
-    advantages = compute_advantages(
+    result = compute_advantages(
         dense,
         settings.estimator,
         weights=weights,
         eps=settings.eps,
         ddof=settings.ddof,
-        stats=stats,
+        return_stats=True,
         **settings.options,
-    ).reshape(-1)
+    )
+    advantages, stats = result.advantages.reshape(-1), result.stats
     metrics: dict[str, float] = {}
     kept: Tensor | None = None
     if dynamic_sampling and settings.dynamic_sampling_key is not None:
@@ -206,7 +206,8 @@ def _batch_advantages_cpu(
             estimators=(),  # per-estimator influence re-runs every estimator K times: too slow per step
             ddof=settings.ddof,
             q_threshold=settings.near_singular_threshold,
-            **_diagnosis_options(settings),
+            estimator_stats=stats,  # c_q with the denominator the estimator used
+            validate=False,  # compute_advantages has checked these rewards
         )
         for key, value in diagnosis.to_scalars().items():
             metrics[f"{METRIC_PREFIX}/{key}"] = value
@@ -214,12 +215,3 @@ def _batch_advantages_cpu(
         marked = low_weight_groups(rewards, group_index, weights)
         metrics[f"{METRIC_PREFIX}/low_weight_share"] = low_weight_share(advantages, marked)
     return BatchAdvantages(advantages=advantages, kept=kept, metrics=metrics)
-
-
-def _diagnosis_options(settings: EstimatorSettings) -> dict[str, Any]:
-    """The logged c_q uses the denominator of the configured estimator, eps and guard included."""
-    if settings.estimator == "corr_grpo":
-        return {"corr_options": {"eps": settings.eps, **settings.options}}
-    if settings.estimator == "grpo":
-        return {"grpo_eps": settings.eps}
-    return {}

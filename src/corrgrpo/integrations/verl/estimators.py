@@ -32,9 +32,6 @@ PREFIX = "corrgrpo_"
 #: estimators that only ever see the weighted total, so verl's scalar reward suffices
 SCALAR_ESTIMATORS = frozenset({"grpo", "dr_grpo"})
 
-#: verl's own GRPO stabilizer; our grpo uses it by default so that it is a drop-in for verl's
-VERL_GRPO_EPS = 1e-6
-
 _ADAPTERS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
 
 
@@ -109,7 +106,7 @@ def outcome_advantages(
     config: Any,
 ) -> torch.Tensor:
     """Token-level advantages (N, L) of corrgrpo estimator ``name`` for a verl batch."""
-    from corrgrpo.estimators import compute_advantages
+    from corrgrpo.estimators import compute_advantages, estimator_info
 
     if token_level_rewards.dim() != 2:
         raise ValueError(
@@ -137,9 +134,8 @@ def outcome_advantages(
     check_reward_errors(batch, cfg, uids)
     rewards = _reward_matrix(name, cfg, config, token_level_rewards, batch)
 
-    eps = cfg.eps
-    if eps is None and estimator == "grpo":
-        eps = VERL_GRPO_EPS
+    # an estimator verl also ships defaults to verl's stabilizer, so that it is a drop-in
+    eps = cfg.eps if cfg.eps is not None else estimator_info(estimator).framework_eps
     stats: dict[str, Any] = {}
     rows, scatter = _final_outputs(batch.session_keys if batch is not None else None, n)
     scalar = compute_advantages(
@@ -191,19 +187,21 @@ def _resolve_estimator(
     name: str, cfg: CorrGRPOVerlConfig, config: Any
 ) -> tuple[str, dict[str, Any]]:
     """Apply verl's ``norm_adv_by_std_in_grpo`` switch and check the options."""
+    from corrgrpo.estimators.registry import estimator_info, list_estimators
+
     options = dict(cfg.options)
     scale = _config_get(config, "norm_adv_by_std_in_grpo", True)
     if scale is False:
-        # verl's switch for the unscaled (Dr.GRPO) numerator
-        if name == "grpo":
-            name = "dr_grpo"
-        elif name == "corr_grpo":
-            options["normalize"] = False
-        elif name != "dr_grpo":
+        # verl's switch for the unscaled (Dr.GRPO) numerator: the registry names the variant
+        unscaled = estimator_info(name).unscaled
+        if unscaled is None:
+            scalable = [e for e in list_estimators() if estimator_info(e).unscaled is not None]
             raise ValueError(
                 f"algorithm.norm_adv_by_std_in_grpo=False has no meaning for estimator {name!r}; "
-                "it applies to grpo (-> dr_grpo) and corr_grpo (numerator only)"
+                f"it applies to {', '.join(scalable)} (their numerator only)"
             )
+        name = unscaled[0]
+        options.update(unscaled[1])
     CorrGRPOVerlConfig(options=options).check_estimator(name)
     _check_group_filter(name, cfg, config)
     return name, options
@@ -223,10 +221,10 @@ def _official_token_counts(
 
 def _check_group_filter(name: str, cfg: CorrGRPOVerlConfig, config: Any) -> None:
     """DAPO's group filter on the total would drop groups an estimator of components uses."""
-    from corrgrpo.estimators.registry import SUM_FIRST_ESTIMATORS
+    from corrgrpo.estimators.registry import estimator_info
 
     group_filter = _config_get(config, "filter_groups", None)
-    if not _config_get(group_filter, "enable", False) or name in SUM_FIRST_ESTIMATORS:
+    if not _config_get(group_filter, "enable", False) or estimator_info(name).sum_first:
         return
     metric = _config_get(group_filter, "metric", None)
     if metric not in cfg.reward_keys:
