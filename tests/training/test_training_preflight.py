@@ -79,7 +79,7 @@ def test_preflight_numbers() -> None:
     check_numbers(base)
     for bad in (
         {"trainer": {"max_steps": -3}},
-        {"trainer": {"max_steps": 0}},
+        {"trainer": {"max_steps": 2.5}},
         {"trainer": {"num_generations": 1}},
         {"seed": -1},
         {"eval_samples": 0},
@@ -90,6 +90,7 @@ def test_preflight_numbers() -> None:
         with pytest.raises(ValueError, match="must be"):
             check_numbers(apply_overrides(base, bad))
     check_numbers(apply_overrides(base, {"trainer": {"max_steps": -1}}))  # TRL: by epochs
+    check_numbers(apply_overrides(base, {"trainer": {"max_steps": 0}}))  # warm start only
 
 
 def test_preflight_precision_follows_the_device(monkeypatch: pytest.MonkeyPatch) -> None:

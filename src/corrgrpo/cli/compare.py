@@ -412,7 +412,7 @@ def check_plan(
 ) -> tuple[Any, list[EstimatorSpec], list[int], dict[str, list[Any]]]:
     """Base settings, variants, seeds and sweep, every run's settings checked before any
     training."""
-    from corrgrpo.training.preflight import check_settings
+    from corrgrpo.training.preflight import check_settings, warm_start_only
     from corrgrpo.training.sweep import grid_settings, parse_sweep
 
     estimators = parse_estimators(args.estimators or DEFAULT_ESTIMATORS)
@@ -424,7 +424,13 @@ def check_plan(
     for spec in estimators:
         for setting in grid_settings(sweep):
             entry = {"estimator": spec.name, "options": spec.options, "setting": setting}
-            check_settings(entry_settings(base, {**entry, "seed": base.seed}))
+            settings = entry_settings(base, {**entry, "seed": base.seed})
+            if warm_start_only(settings):
+                raise ValueError(
+                    "--max-steps 0 means warm start only: no estimator would take a step, so "
+                    "there is nothing to compare; run it with corrgrpo train --max-steps 0"
+                )
+            check_settings(settings)
     if args.compare_dir and (Path(args.compare_dir) / PLAN_FILE).exists():
         raise ValueError(
             f"{args.compare_dir} already holds a comparison ({PLAN_FILE}); choose a new "

@@ -8,6 +8,7 @@ CPU, a few minutes. With arguments it trains real models, e.g.::
         --set num_iterations=2 -- --learning_rate 1e-6 --max_steps 500
     corrgrpo train --recipe recipes/tools.yaml --dry-run     # print the resolved config
     corrgrpo train --resume runs/20260101-120000-toy-tiny-corr_grpo-s0   # continue a run
+    corrgrpo train --task code --model smollm2-135m --max-steps 0   # warm start only
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="estimator option, e.g. guard=floor (repeatable)",
     )
     parser.add_argument("--loss-type", help="TRL loss_type: grpo, dapo, cispo, dr_grpo, bnpo, ...")
-    parser.add_argument("--max-steps", type=int, help="optimizer steps (TRL max_steps)")
+    parser.add_argument(
+        "--max-steps", type=int, help="optimizer steps (TRL max_steps); 0: warm start only"
+    )
     parser.add_argument("--runs-root", help="where new run folders go (default ./runs)")
     parser.add_argument(
         "--threads",
@@ -329,7 +332,10 @@ def summary_table(result: Any) -> Any:
     """A rich table: every component's weight and mean before/after training."""
     from rich.table import Table
 
-    table = Table(title="per-component means, before and after training")
+    title = "per-component means, before and after training"
+    if getattr(result, "warm_start_only", False):
+        title = "per-component means after the warm start (no RL step: end = start)"
+    table = Table(title=title)
     for column in ("component", "weight", "start", "end", "change"):
         table.add_column(column, justify="left" if column == "component" else "right")
     names = [*result.components, "total"]
@@ -387,7 +393,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print_table(console, summary_table(result))
     console.print(f"wall time {result.wall_seconds:.0f}s (training {result.train_seconds:.0f}s)")
-    print_path(console, "metrics: ", result.path / "metrics.jsonl")
+    if result.warm_start_only:
+        console.print(
+            "warm start only (--max-steps 0): no RL step was taken; end = start, the model "
+            "was evaluated once, after the warm start"
+        )
+        if result.model_path:
+            print_path(console, "model: ", result.model_path)
+    else:
+        print_path(console, "metrics: ", result.path / "metrics.jsonl")
     if result.plot:
         print_path(console, "curves: ", result.plot)
     return 0

@@ -166,7 +166,8 @@ _NON_NEGATIVE_FLOATS = (
 
 
 def check_numbers(settings: RunSettings) -> None:
-    """Counts, rates and steps within their ranges (``max_steps``: positive, or -1 = epochs)."""
+    """Counts, rates and steps within their ranges (``max_steps``: non-negative, or -1 =
+    epochs; 0 is a warm start only, see :func:`check_warm_start_only`)."""
     values: dict[str, Any] = {**settings.to_dict(), **settings.trainer}
     for key, (low, what) in _LOWER_BOUNDS.items():
         value = values.get(key)
@@ -175,9 +176,10 @@ def check_numbers(settings: RunSettings) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{key} must be {what}, got {value!r}")
     steps = settings.trainer.get("max_steps")
-    if steps is not None and (not _is_int(steps) or (steps < 1 and steps != -1)):
+    if steps is not None and (not _is_int(steps) or (steps < 0 and steps != -1)):
         raise ValueError(
-            f"max_steps must be a positive integer (or -1: train by epochs), got {steps!r}"
+            f"max_steps must be a non-negative integer (0: warm start only; -1: train by "
+            f"epochs), got {steps!r}"
         )
     for key in (*_POSITIVE_FLOATS, *_NON_NEGATIVE_FLOATS):
         value = values.get(key)
@@ -251,6 +253,27 @@ def check_warm_start(settings: RunSettings, task: Any) -> list[str]:
     return [f"task {settings.task!r} has no demonstrations: the {steps}-step warm start is skipped"]
 
 
+def warm_start_only(settings: RunSettings) -> bool:
+    """``max_steps`` 0: the supervised warm start, its evaluation and the saved model, no RL."""
+    return settings.trainer.get("max_steps") == 0
+
+
+def check_warm_start_only(settings: RunSettings, task: Any) -> None:
+    """A warm-start-only run needs a warm start to do."""
+    from corrgrpo.training.run import warm_start_steps
+
+    if warm_start_only(settings) and warm_start_steps(settings, task) == 0:
+        why = (
+            f"task {settings.task!r} has no demonstrations"
+            if not callable(getattr(task, "demonstrations", None))
+            else "warm_start_steps is 0"
+        )
+        raise ValueError(
+            f"--max-steps 0 means warm start only, and there is none to do ({why}); set "
+            "--set warm_start_steps=N, or give --max-steps N for RL steps"
+        )
+
+
 def check_precision(settings: RunSettings, *, dry_run: bool) -> list[str]:
     """bf16 without a GPU fails inside TRL; say so now (a dry run only notes it)."""
     wants_bf16 = settings.trainer.get("bf16") is True and not settings.trainer.get("use_cpu")
@@ -300,6 +323,7 @@ def check_settings(
     task = build_task(settings)
     check_model_fits_task(settings, task)
     check_checkpoints(settings, task)
+    check_warm_start_only(settings, task)
     notes = check_task_data(task, dry_run=dry_run)
     notes += check_preset_fits_task(settings) + check_warm_start(settings, task)
     return task, notes + check_precision(settings, dry_run=dry_run)

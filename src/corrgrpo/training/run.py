@@ -1,5 +1,8 @@
 """One training run end to end: task, model, warm start, CorrGRPOTrainer, evaluation, run folder.
 
+``max_steps`` 0 makes a warm-start-only run: the supervised warm start, one evaluation and the
+saved model, without building TRL's trainer.
+
 A run saves checkpoints into its folder (``save_every`` steps, ``save_minutes`` minutes, on
 SIGTERM and Ctrl-C; see :mod:`corrgrpo.training.checkpoints`) and :func:`resume_run` continues
 it from the newest whole one with the same numbers as an uninterrupted run.
@@ -28,6 +31,7 @@ from corrgrpo.training.checkpoints import (
     marker_of,
     newest_whole,
 )
+from corrgrpo.training.preflight import warm_start_only
 from corrgrpo.training.resume import RunState, load_run_settings, resume_point
 from corrgrpo.training.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
 from corrgrpo.training.settings import RunSettings, build_trainer_config, checkpoint_period
@@ -55,6 +59,8 @@ class RunResult:
     #: False on the other processes of a multi-process (torchrun / accelerate) run, which
     #: train but neither evaluate, write the run folder's files nor report
     main_process: bool = True
+    #: ``max_steps`` 0: the warm start only, no RL step (``end`` repeats ``start``)
+    warm_start_only: bool = False
 
 
 def run_label(settings: RunSettings) -> str:
@@ -465,11 +471,17 @@ def _train_with_checkpoints(
     note = _note(console, setup.main)
     with StopRequest(announce=note) as stop:
         checkpoint, state = _resume_point(setup, note) if setup.resume else (None, None)
-        _warn_disk(setup, model, note)
+        only = warm_start_only(setup.settings)
+        if not only:  # a warm-start-only run writes no checkpoint
+            _warn_disk(setup, model, note)
         rows = eval_rows(setup.task, setup.settings, tokenizer)
         if state is None:
             state = _before_training(setup, model, tokenizer, rows, console, progress)
         stop.check(setup.run.path)
+        if only:
+            if setup.main:  # an empty log: no RL step, and the folder is not trained into again
+                setup.run.metrics_path.touch()
+            return state, rows, [], 0.0
         dataset, state.dropped_long_prompts = _training_data(setup, tokenizer, console)
         state.train_rows = len(dataset)
         metrics = MetricsJsonlCallback(setup.run, elapsed_offset=state.elapsed_s)
@@ -538,10 +550,13 @@ def train(
         warm_start_losses=list(state.warm_start_losses),
         train_seconds=result_train_seconds,
         main_process=setup.main,
+        warm_start_only=warm_start_only(settings),
     )
     if not setup.main:
         return result
-    if rows:
+    if result.warm_start_only:  # the model has not changed since the first evaluation
+        result.end = dict(result.start)
+    elif rows:
         result.end = _evaluator(setup, model, tokenizer, rows)()
     if settings.save_model:
         with _no_save_progress_bars():
@@ -560,6 +575,7 @@ def train(
         "eval_samples": settings.eval_samples,
         "train_rows": len(dataset),
         "dropped_long_prompts": state.dropped_long_prompts,
+        "warm_start_only": result.warm_start_only,
     }
     _summary(setup, result, state, extra)
     return result
