@@ -104,3 +104,13 @@ def test_compare_sweep_runs_the_grid_and_reports_best_settings(tmp_path, capsys)
     # resuming with another grid would change the plan
     assert main(["compare", "--resume", str(out), "--sweep", "learning_rate=1e-2"]) == 2
     assert "would change it" in capsys.readouterr().err
+
+
+def test_report_names_no_single_weight_where_runs_differ() -> None:
+    import math
+
+    from corrgrpo.cli.compare import _shared_weights
+
+    shared = _shared_weights([0.01, 0.2, 1.0], [0.01, 2.0, 1.0])
+    assert shared[0] == 0.01 and math.isnan(shared[1]) and shared[2] == 1.0
+    assert all(math.isnan(w) for w in _shared_weights([1.0], [1.0, 1.0]))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import time
@@ -334,7 +335,8 @@ def report_only(out_dir: Path) -> Path:
             missing.append(_missing(entry))
             continue
         summary = json.loads(summary_path.read_text())
-        components, weights = summary["components"], summary["weights"]
+        components = summary["components"]
+        weights = _shared_weights(weights, summary["weights"]) if summaries else summary["weights"]
         summaries.append(
             RunSummary(
                 estimator=label,
@@ -366,6 +368,14 @@ def report_only(out_dir: Path) -> Path:
             else None
         ),
     )
+
+
+def _shared_weights(seen: list[float], weights: list[float]) -> list[float]:
+    """The weights every run shares; NaN where runs differ (a sweep of the weights), so the
+    report does not name one run's weight for all."""
+    if len(seen) != len(weights):
+        return [math.nan] * len(weights)
+    return [a if a == b else math.nan for a, b in zip(seen, weights, strict=True)]
 
 
 def _missing(entry: dict[str, Any]) -> str:

@@ -341,7 +341,8 @@ def _fewer_seeds(data: ReportData) -> list[str]:
 def final_section(data: ReportData, budget: str, title: str) -> list[str]:
     seeds = sorted({r.seed for r in data.runs})
     header = " | ".join(
-        f"{m} (w={w:g})" for m, w in zip(data.components, data.weights, strict=True)
+        f"{m} (w={w:g})" if math.isfinite(w) else f"{m} (w varies)"
+        for m, w in zip(data.components, data.weights, strict=True)
     )
     lines = [
         f"# {title}",
