@@ -188,3 +188,17 @@ def test_equal_size_flat_groups_match_the_scatter_path(
     for key in ("q", "singleton_groups"):
         if key in scatter_stats:
             torch.testing.assert_close(stats[key], scatter_stats[key], rtol=1e-9, atol=1e-9)
+
+
+def test_a_subnormal_weight_gives_the_same_advantages_dense_and_flat() -> None:
+    """std(w r) of a weight near 1e-313 is subnormal: 1 / std overflows unless the z-scores
+    are taken of r itself (their sign(w) factor is exact)."""
+    w = [0.0, 0.0, 1.0, 2.2250738585e-313]
+    r = torch.tensor([[[0.0, 0.0, 1.0, 0.5], [0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0]]])
+    r = r.to(torch.float64)
+    dense = corrgrpo.compute_advantages(r, "corr_grpo", weights=w)
+    flat = corrgrpo.compute_advantages(
+        r[0], "corr_grpo", group_index=torch.zeros(3, dtype=torch.long), weights=w
+    )
+    assert torch.isfinite(dense).all() and dense.abs().sum() > 0
+    torch.testing.assert_close(dense[0], flat, rtol=1e-9, atol=1e-12)

@@ -20,15 +20,18 @@ from corrgrpo.estimators.conventions import (
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import EstimatorInfo, register_estimator
 from corrgrpo.estimators.stats import (
+    GroupCounts,
     TotalStats,
     batch_mean,
     batch_std,
     component_stats,
     finalize,
+    group_counts,
     group_variance,
     record_singletons,
     stabilized_root,
     total_stats,
+    weighted_zscore_sum_on_host,
 )
 
 # GRPO's default stabilizer, TRL's value; diagnose() uses it for the GRPO side of c_q
@@ -121,6 +124,20 @@ def group_zscores(rewards: Tensor, groups: Groups, eps: float, ddof: int) -> Ten
     return z if cs.valid is None else torch.where(cs.valid, z, 0.0)
 
 
+def weighted_zscore_sum(
+    rewards: Tensor, groups: Groups, weights: Tensor, eps: float, ddof: int
+) -> Tensor:
+    """sum_k w_k z_ik of :func:`group_zscores`, without materializing z: one coefficient
+    w_k / (std_k + eps) per group and component (0 if constant) mixes the centred values,
+    which are already 0 where missing."""
+    on_host = weighted_zscore_sum_on_host(rewards, groups, weights, eps, ddof)
+    if on_host is not None:
+        return on_host
+    cs = component_stats(rewards, groups, ddof)
+    coef = weights / torch.where(cs.zero_variance, torch.inf, cs.std + eps)
+    return groups.mix_components(cs.centered, coef)
+
+
 @register_estimator("mo_grpo")
 def mo_grpo_advantages(
     rewards: Tensor,
@@ -138,8 +155,8 @@ def mo_grpo_advantages(
     other weights scale the per-component terms. Constant components contribute 0.
     """
     eps = 1e-4 if eps is None else eps
-    tot = total_stats(rewards, groups, ddof)
-    adv = (group_zscores(rewards, groups, eps, ddof) * weights).sum(dim=-1)
+    tot = group_counts(rewards, groups, ddof)
+    adv = weighted_zscore_sum(rewards, groups, weights, eps, ddof)
     record_singletons(stats, tot)
     return finalize(adv, tot, groups)
 
@@ -171,8 +188,9 @@ def gdpo_advantages(
     if official:
         return gdpo_official(rewards, groups, weights, eps, ddof, stats, token_counts)
     eps = 1e-4 if eps is None else eps
-    terms, rows, tot = _gdpo_terms(rewards, groups, weights, eps, ddof)
-    s = terms.sum(dim=-1)
+    tot = group_counts(rewards, groups, ddof)
+    rows = tot.scorable & ~groups.expand(tot.singleton)
+    s = weighted_zscore_sum(rewards, groups, weights, eps, ddof)
     adv = (s - batch_mean(s, rows)) / (batch_std(s, rows, ddof) + eps)
     record_singletons(stats, tot)
     return finalize(adv, tot, groups)
@@ -190,7 +208,7 @@ def gdpo_official(
 ) -> Tensor:
     """GDPO as verl's code computes it (``count_eps`` 0 for older verl, as SAW's code)."""
     eps = OFFICIAL_GROUP_EPS if eps is None else eps
-    tot = total_stats(rewards, groups, ddof)
+    tot = group_counts(rewards, groups, ddof)
     s = (official_zscores(rewards, groups, eps, ddof) * weights).sum(dim=-1)
     record_singletons(stats, tot)
     return token_whiten(s, tot.scorable, token_counts, count_eps)
@@ -224,7 +242,7 @@ def gdpo_corr_advantages(
     """
     official = is_official(conventions)
     check_token_counts(token_counts, official, "gdpo_corr")
-    tot = total_stats(rewards, groups, ddof)
+    tot = group_counts(rewards, groups, ddof)
     if official:
         eps = OFFICIAL_GROUP_EPS if eps is None else eps
         terms = official_zscores(rewards, groups, eps, ddof) * weights
@@ -245,9 +263,9 @@ def gdpo_corr_advantages(
 
 def _gdpo_terms(
     rewards: Tensor, groups: Groups, weights: Tensor, eps: float, ddof: int
-) -> tuple[Tensor, Tensor, TotalStats]:
-    """w_k z_ik, the rows of the batch statistics (scorable, not in a group of one), totals."""
-    tot = total_stats(rewards, groups, ddof)
+) -> tuple[Tensor, Tensor, GroupCounts]:
+    """w_k z_ik, the rows of the batch statistics (scorable, not in a group of one), counts."""
+    tot = group_counts(rewards, groups, ddof)
     terms = group_zscores(rewards, groups, eps, ddof) * weights
     rows = tot.scorable & ~groups.expand(tot.singleton)
     return terms, rows, tot

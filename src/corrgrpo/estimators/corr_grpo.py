@@ -33,7 +33,7 @@ def correlation_sum(
     *,
     ddof: int = 1,
     corr_weighting: str = "absorbed",
-    weighted_stats: ComponentStats | None = None,
+    reward_stats: ComponentStats | None = None,
     scorable_count: Tensor | None = None,
 ) -> Tensor:
     """Q per group slot: sum_j sum_k rho~_jk, in O(N K) as Var_g(sum_k s_k z_k).
@@ -43,14 +43,13 @@ def correlation_sum(
     component. ``"weights"``: Q = sum_jk w_j w_k rho~_jk(r); since z_k(r) = sign(w_k) z_k(u),
     s_k = |w_k|. z_k are group z-scores of u with divisor n - ddof, 0 for zero-variance
     components (their rows and columns of rho~ are zero, diagonal included).
-    ``weighted_stats`` / ``scorable_count`` let a caller reuse statistics it already has.
+    The z-scores are taken of r itself, with sign(w_k) in the coefficient: equal to those of
+    w r, and free of the overflow a tiny weight would cause (1 / std(w r) beyond float range).
+    ``reward_stats`` (of the unweighted rewards) / ``scorable_count`` let a caller reuse
+    statistics it already has.
     """
-    coef = _correlation_coefficients(weights, corr_weighting).to(rewards.dtype)
-    cs = (
-        weighted_stats
-        if weighted_stats is not None
-        else component_stats(rewards, groups, ddof, scale=weights)
-    )
+    coef = _signed_coefficients(weights, corr_weighting).to(rewards.dtype)
+    cs = reward_stats if reward_stats is not None else component_stats(rewards, groups, ddof)
     s = cs.standardized_sum(groups, coef.expand_as(cs.std))
     if scorable_count is None:
         scorable_count = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
@@ -183,7 +182,7 @@ def _total_and_q(
         weights,
         ddof=ddof,
         corr_weighting=corr_weighting,
-        weighted_stats=cs,
+        reward_stats=cs,
         scorable_count=tot.count,
     )
     return tot, q, cs is not None
@@ -213,12 +212,12 @@ def _divide_by_denominator(
 def _total_and_component_stats(
     rewards: Tensor, groups: Groups, weights: Tensor, ddof: int
 ) -> tuple[TotalStats, ComponentStats | None]:
-    """The weighted total's statistics, and the weighted components' when they come for free."""
+    """The weighted total's statistics, and the components' when they come for free."""
     if has_nan(rewards):  # weights are finite, so u = w r has NaN exactly where r has
         return total_stats(rewards * weights, groups, ddof), None
     # one pass over the components serves numerator and denominator
-    cs = component_stats(rewards, groups, ddof, nan_free=True, scale=weights)
-    return total_from_components(cs, groups, ddof), cs
+    cs = component_stats(rewards, groups, ddof, nan_free=True)
+    return total_from_components(cs, groups, ddof, weights=weights), cs
 
 
 def _scattered_on_host(

@@ -40,7 +40,10 @@ class Groups:
 
     @staticmethod
     def dense(num_groups: int, group_size: int, device: torch.device | str = "cpu") -> Groups:
-        index = torch.arange(num_groups, device=device).repeat_interleave(group_size)
+        if torch.device(device).type == "cpu":
+            index = _dense_host_index(num_groups, group_size)
+        else:
+            index = torch.arange(num_groups, device=device).repeat_interleave(group_size)
         return Groups(index=index, num_slots=num_groups, group_size=group_size)
 
     @staticmethod
@@ -108,12 +111,22 @@ class Groups:
         order, starts = self._host_order
         return order.index_select(0, starts[:-1].clamp(max=self.num_samples - 1))
 
+    @property
+    def has_host_order(self) -> bool:
+        """Whether the host sort by slot (of :meth:`sum_host_rows`) is already done."""
+        return "_host_order" in self.__dict__
+
     @functools.cached_property
     def _host_order(self) -> tuple[Tensor, Tensor]:
         """The samples in a stable order by slot, and where each slot starts in it (S + 1)."""
-        starts = torch.zeros(self.num_slots + 1, dtype=torch.int64)
-        torch.cumsum(self._sizes.to(torch.int64), 0, out=starts[1:])
-        return host_argsort(self.index, self.num_slots), starts
+        starts = np.zeros(self.num_slots + 1, dtype=np.int64)
+        starts[1:] = np.cumsum(self._sizes.numpy())  # exact counts, cast back to integers
+        slots = self.index.numpy()
+        if _non_decreasing(slots):  # already lined up by slot: no sort
+            order = torch.arange(self.num_samples)
+        else:
+            order = host_argsort(self.index, self.num_slots)
+        return order, torch.from_numpy(starts)
 
     @functools.cached_property
     def _membership(self) -> Tensor:
@@ -187,7 +200,7 @@ class Groups:
         size = int(self._sizes.amax())
         if size == 0 or size * self.num_slots != self.num_samples:
             return None
-        in_order = bool((self.index[1:] >= self.index[:-1]).all())  # contiguous, slot order
+        in_order = _non_decreasing(self.index.numpy())  # contiguous, slot order
         if not in_order and not allow_sort:
             return None
         dense = Groups.dense(self.num_slots, size, device=self.index.device)
@@ -262,12 +275,27 @@ def _relabel_on_host(ids: Tensor) -> Groups:
     offsets = values - low
     counts = np.bincount(offsets, minlength=high - low + 1)
     present = counts > 0
-    slot_of_offset = np.cumsum(present) - 1
-    groups = Groups(
-        index=torch.from_numpy(slot_of_offset[offsets]), num_slots=int(slot_of_offset[-1]) + 1
-    )
-    groups.__dict__["_sizes"] = torch.from_numpy(counts[present].astype(np.float64))
+    if present.all():  # every id in the range is used: the offsets are the slots
+        index, sizes = offsets, counts
+    else:
+        slot_of_offset = np.cumsum(present, dtype=np.int64)
+        slot_of_offset -= 1
+        index, sizes = np.take(slot_of_offset, offsets), np.compress(present, counts)
+    groups = Groups(index=torch.from_numpy(index), num_slots=sizes.shape[0])
+    groups.__dict__["_sizes"] = torch.from_numpy(sizes.astype(np.float64))
     return groups
+
+
+def _non_decreasing(values: np.ndarray) -> bool:
+    return bool((values[1:] >= values[:-1]).all())
+
+
+@functools.lru_cache(maxsize=8)
+def _dense_host_index(num_groups: int, group_size: int) -> Tensor:
+    """Slot of each sample of the dense layout, made once per shape: every dense call needs
+    it, and nothing writes to it."""
+    with torch.inference_mode(False):  # an ordinary tensor, usable in and out of that mode
+        return torch.arange(num_groups).repeat_interleave(group_size)
 
 
 def host_argsort(slots: Tensor, num_slots: int) -> Tensor:

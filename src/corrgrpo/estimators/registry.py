@@ -119,7 +119,7 @@ def takes(name: str, argument: str) -> bool:
 
 def check_options(name: str, options: dict[str, Any]) -> None:
     fn = get_estimator(name)
-    if _accepts_kwargs(fn):
+    if not options or _accepts_kwargs(fn):
         return
     allowed = estimator_options(name)
     unknown = sorted(set(options) - set(allowed))

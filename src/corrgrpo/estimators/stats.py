@@ -12,10 +12,11 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from corrgrpo.estimators.groups import Groups
+from corrgrpo.estimators.groups import Groups, host_scratch
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,11 @@ def _ragged_moments(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Centred values, means, sums of squares and zero-variance flags of NaN-free scattered
     groups (see :func:`deviations_from_group_max`)."""
+    on_host = _on_host(x) and not (scale is not None and scale.requires_grad)
+    if on_host and (x.shape[1] >= 3 or groups.has_host_order):
+        return _host_ragged_moments(x, groups, scale, count)
+    if on_host and x.shape[1] == 1:
+        return _host_column_moments(x, groups, scale, count)
     work = x * scale if scale is not None else x
     dev = deviations_from_group_max(
         work, groups, count, scratch=work if scale is not None else None
@@ -146,13 +152,107 @@ def _ragged_moments(
     return centered, dev.top + dev.shift, dev.sum_sq, dev.zero_variance
 
 
+def _on_host(x: Tensor) -> bool:
+    """Whether the host paths below apply: float64 (N, C) on CPU, outside autograd. The
+    sparse products of :func:`_host_ragged_moments` need the samples' order by group (a
+    sort, cached with the groups), which a few columns do not repay; one column (a total
+    reward) goes to NumPy's segment operations instead."""
+    on_cpu = x.device.type == "cpu" and x.dtype == torch.float64
+    return on_cpu and x.dim() == 2 and not x.requires_grad
+
+
+def _host_column_moments(
+    x: Tensor, groups: Groups, scale: Tensor | None, count: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`_ragged_moments` of one column with NumPy, whose ``maximum.at``, ``bincount``
+    and ``take`` cost a fraction of torch's scatter and gather calls at this size; the same
+    arithmetic as :func:`deviations_from_group_max`, summed in sample order as there."""
+    index, slots = groups.index.numpy(), groups.num_slots
+    u = (x if scale is None else x * scale)[:, 0].numpy()
+    top = np.full(slots, -np.inf)
+    np.maximum.at(top, index, u)
+    deviation = u - np.take(top, index)
+    deviation_sum = np.bincount(index, weights=deviation, minlength=slots)
+    deviation_sq = np.bincount(index, weights=deviation * deviation, minlength=slots)
+    shift = deviation_sum / np.maximum(count[:, 0].numpy(), 1.0)
+    sum_sq = np.maximum(deviation_sq - deviation_sum * shift, 0.0)
+    deviation -= np.take(shift, index)
+    return (
+        torch.from_numpy(deviation).unsqueeze(1),
+        torch.from_numpy(top + shift).unsqueeze(1),
+        torch.from_numpy(sum_sq).unsqueeze(1),
+        torch.from_numpy(deviation_sum == 0).unsqueeze(1),
+    )
+
+
+def _host_ragged_moments(
+    x: Tensor, groups: Groups, scale: Tensor | None, count: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`_ragged_moments` from :func:`_host_deviation_sums`."""
+    dev = _host_deviation_sums(x, groups, scale, count)
+    centered = dev.deviation - groups.expand(dev.shift)
+    return centered, dev.top + dev.shift, dev.sum_sq, dev.zero_variance
+
+
+def _host_deviation_sums(
+    x: Tensor, groups: Groups, scale: Tensor | None, count: Tensor
+) -> GroupDeviations:
+    """Group moments of NaN-free scattered groups by sparse products with the membership
+    matrix: with d = u - u_first (u = x * scale, u_first its group's first member, ``top``
+    here) they sum d, d**2 and |d| per group. |d| sums to 0 exactly iff the component is
+    constant in the group (as exact as max == min); taking d from a member bounds the
+    cancellation of sum d**2 - (sum d)**2 / n by a factor n + 1. The blocks are contiguous
+    (elementwise operations on columns of a wider buffer take several times longer) and
+    reused between calls: ``deviation`` is scratch, valid until the next call."""
+    n, k = x.shape
+    work = host_scratch("moments", (3, n, k), x.dtype)
+    deviation, square, magnitude = work.unbind(0)
+    u = x if scale is None else torch.mul(x, scale.to(x.dtype), out=square)
+    reference = u.index_select(0, groups.host_first_members())
+    torch.sub(u, torch.index_select(reference, 0, groups.index, out=magnitude), out=deviation)
+    deviation_sum = groups.sum_host_rows(deviation)
+    sum_sq = groups.sum_host_rows(torch.mul(deviation, deviation, out=square))
+    constant = groups.sum_host_rows(torch.abs(deviation, out=magnitude)) == 0
+    shift = deviation_sum / count.clamp(min=1.0)
+    sum_sq.sub_(deviation_sum * shift).clamp_(min=0.0)
+    return GroupDeviations(deviation, reference, shift, sum_sq, constant)
+
+
+def weighted_zscore_sum_on_host(
+    x: Tensor, groups: Groups, weights: Tensor, eps: float, ddof: int
+) -> Tensor | None:
+    """sum_k w_k z_ik, z = (x - mean_g x) / (std_g x + eps) (0 if constant), of NaN-free
+    scattered groups on the host without a centred copy of x: sum_k b_k d_ik - sum_k b_k
+    dbar_k with b_k = w_k / (std_k + eps) and d from :func:`_host_deviation_sums`, as
+    :func:`component_stats` would give them. The per-group table is NumPy's (its calls on
+    such small arrays take about half the time of torch's). ``None`` where the general path
+    must run (dense or accelerator input, NaN, a spread too tiny to square)."""
+    if groups.group_size is not None or not _on_host(x) or weights.requires_grad or has_nan(x):
+        return None
+    sizes = groups.sizes(x.dtype)
+    dev = _host_deviation_sums(x, groups, None, sizes.unsqueeze(-1))
+    dof = sizes.numpy()[:, None] - ddof
+    std = np.sqrt(dev.sum_sq.numpy() / np.maximum(dof, 1.0))
+    zero_variance = dev.zero_variance.numpy() | (dof <= 0)
+    if ((std == 0) & ~zero_variance).any():
+        return None
+    scored = ~zero_variance & (std != 0)
+    w = np.broadcast_to(weights.to(x.dtype).numpy(), std.shape)
+    coef = np.divide(w, std + eps, out=np.zeros_like(std), where=scored)
+    offset = np.einsum("sk,sk->s", coef, dev.shift.numpy())
+    index = groups.index.numpy()
+    mixed = dev.deviation.mul_(torch.from_numpy(np.take(coef, index, axis=0)))
+    adv = torch.mv(mixed, mixed.new_ones(mixed.shape[1]))
+    return adv.sub_(torch.from_numpy(np.take(offset, index)))
+
+
 @dataclass(frozen=True)
 class GroupDeviations:
-    """Values minus their group's maximum, and the group moments they give."""
+    """Values minus a reference value of their group, and the group moments they give."""
 
-    deviation: Tensor  # like x: x - max_g(x), all <= 0
-    top: Tensor  # (S, K) group maxima
-    shift: Tensor  # (S, K) mean - max
+    deviation: Tensor  # like x: x - top
+    top: Tensor  # (S, K) the reference: group maxima (deviations all <= 0), or a member
+    shift: Tensor  # (S, K) mean - top
     sum_sq: Tensor  # (S, K) sum of squared deviations from the mean
     zero_variance: Tensor  # (S, K) bool: constant in the group (exact)
 
@@ -188,14 +288,33 @@ def _robust_std(centered: Tensor, groups: Groups, dof: Tensor, zero_variance: Te
 
 
 @dataclass(frozen=True)
-class TotalStats:
-    """Per-group statistics of the total reward R_i = sum_k u_ik (NaN components skipped)."""
+class GroupCounts:
+    """Which samples can be scored and how many each group has: all that the final zeroing
+    (:func:`finalize`) and :func:`record_singletons` read."""
 
     scorable: Tensor  # (N,) bool: at least one component is not NaN
     count: Tensor  # (S,) scorable samples per group
+    singleton: Tensor  # (S,) bool: fewer than ddof + 1 scorable samples (includes empty slots)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TotalStats(GroupCounts):
+    """Per-group statistics of the total reward R_i = sum_k u_ik (NaN components skipped)."""
+
     centered: Tensor  # (N,) C_i = R_i - mean_g(R); exactly 0 for constant totals/unscorable
     std: Tensor  # (S,)
-    singleton: Tensor  # (S,) bool: fewer than ddof + 1 scorable samples (includes empty slots)
+
+
+def group_counts(rewards: Tensor, groups: Groups, ddof: int = 1) -> GroupCounts:
+    """The :class:`GroupCounts` of ``rewards`` (N, K) / (B, G, K), without the moments of the
+    total that :func:`total_stats` adds (NaN-free rewards: the group sizes alone)."""
+    if not has_nan(rewards):
+        scorable = torch.ones(rewards.shape[:-1], dtype=torch.bool, device=rewards.device)
+        count = groups.sizes(rewards.dtype)
+    else:
+        scorable = ~torch.isnan(rewards).all(dim=-1)
+        count = groups.sum(scorable.to(rewards.dtype).reshape(-1))
+    return GroupCounts(scorable=scorable, count=count, singleton=count <= ddof)
 
 
 def total_stats(u: Tensor, groups: Groups, ddof: int = 1) -> TotalStats:
@@ -216,15 +335,19 @@ def total_stats(u: Tensor, groups: Groups, ddof: int = 1) -> TotalStats:
     )
 
 
-def total_from_components(cs: ComponentStats, groups: Groups, ddof: int) -> TotalStats:
+def total_from_components(
+    cs: ComponentStats, groups: Groups, ddof: int, *, weights: Tensor | None = None
+) -> TotalStats:
     """Total-reward statistics derived from NaN-free component statistics (no second pass).
 
-    C_i = sum_k (u_ik - mean_g u_k) with constant components contributing exactly 0, so a
-    group whose components are all constant has C = 0 exactly.
+    C_i = sum_k w_k (r_ik - mean_g r_k) (w = 1 without ``weights``) with constant components
+    contributing exactly 0, so a group whose components are all constant has C = 0 exactly.
     """
     if cs.valid is not None:
         raise ValueError("total_from_components needs NaN-free component statistics")
-    centered = groups.mix_components(cs.centered, (~cs.zero_variance).to(cs.std.dtype))
+    varying = (~cs.zero_variance).to(cs.std.dtype)
+    coef = varying if weights is None else varying * weights.to(cs.std.dtype)
+    centered = groups.mix_components(cs.centered, coef)
     count = cs.count[:, 0]
     dof = (count - ddof).clamp(min=1.0)
     std = torch.sqrt(groups.sum_of_squares(centered) / dof)
@@ -237,13 +360,13 @@ def total_from_components(cs: ComponentStats, groups: Groups, ddof: int) -> Tota
     )
 
 
-def record_singletons(stats: dict[str, Any] | None, tot: TotalStats) -> None:
+def record_singletons(stats: dict[str, Any] | None, tot: GroupCounts) -> None:
     """Write the number of singleton groups to ``stats`` (empty slots are not groups)."""
     if stats is not None:
         stats["singleton_groups"] = (tot.singleton & (tot.count > 0)).sum()
 
 
-def finalize(adv: Tensor, tot: TotalStats, groups: Groups) -> Tensor:
+def finalize(adv: Tensor, tot: GroupCounts, groups: Groups) -> Tensor:
     """Zero the advantage of unscorable samples and of singleton groups; never NaN."""
     keep = tot.scorable & ~groups.expand(tot.singleton)
     return torch.where(keep, torch.nan_to_num(adv, nan=0.0, posinf=0.0, neginf=0.0), 0.0)
