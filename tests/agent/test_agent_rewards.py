@@ -108,6 +108,10 @@ def test_agent_task_is_registered_with_two_components() -> None:
     metrics = task.evaluate(rows, completions)
     assert metrics["clean_utility"] == 0.0 and metrics["attack_success_rate"] == 0.0
     assert metrics["n_clean"] == 1 and metrics["n_attacked"] == 2
+    # a run's evaluation weighs the component means into its total
+    assert metrics["r_util"] == 0.0 and metrics["r_sec"] == pytest.approx(2 / 3)
+    sampled = task.evaluate_samples(rows, [[c] for c in completions])
+    assert sampled["total"] == pytest.approx(2 / 3)
 
 
 def test_agent_verl_rows_round_trip_through_compute_score(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -123,7 +123,9 @@ class AgentTask(Task):
     def evaluate(
         self, rows: Sequence[dict[str, Any]], completions: Sequence[Any]
     ) -> dict[str, float]:
-        """Clean utility, utility under attack, ASR and Joint Accuracy of given transcripts."""
+        """Clean utility, utility under attack, ASR and Joint Accuracy of given transcripts,
+        and the mean of each reward component (``r_util``, ``r_sec``: a run's before/after
+        evaluation weighs them into its ``total``)."""
         from corrgrpo.domains.agent.environment import replay
         from corrgrpo.domains.agent.metrics import summarize
         from corrgrpo.domains.agent.rewards import assistant_turns
@@ -142,4 +144,4 @@ class AgentTask(Task):
                 )
             )
         overall = summarize(results)["overall"]
-        return {k: float(v) for k, v in overall.items()}
+        return {**{k: float(v) for k, v in overall.items()}, **super().evaluate(rows, completions)}
