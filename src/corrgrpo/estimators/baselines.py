@@ -42,6 +42,7 @@ GRPO_EPS = 1e-4
     "grpo",
     EstimatorInfo(
         sum_first=True,
+        total_only=True,
         framework_eps=OFFICIAL_GROUP_EPS,
         unscaled=("dr_grpo", {}),
         group_stats=("total_std", "grpo_denominator"),
@@ -80,7 +81,9 @@ def grpo_advantages(
 
 @register_estimator(
     "dr_grpo",
-    EstimatorInfo(sum_first=True, unscaled=("dr_grpo", {}), group_stats=("total_std",)),
+    EstimatorInfo(
+        sum_first=True, total_only=True, unscaled=("dr_grpo", {}), group_stats=("total_std",)
+    ),
 )
 def dr_grpo_advantages(
     rewards: Tensor,

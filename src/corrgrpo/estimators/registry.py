@@ -28,11 +28,13 @@ _REGISTRY: dict[str, EstimatorFn] = {}
 class EstimatorInfo:
     """What adapters need to know about an estimator, declared where it is registered."""
 
-    #: it sees only the weighted total R_i = sum_k w_k r_ik of each sample, so a group whose
-    #: total is constant carries no signal for it (the others read every component: a group
-    #: whose components differ but whose totals agree still has advantages), and a scalar
-    #: reward (K = 1) is all it needs
+    #: its advantages are the weighted total R_i = sum_k w_k r_ik centred in the group (and
+    #: scaled), so a group whose total is constant carries no signal for it (the others read
+    #: every component: a group whose components differ but whose totals agree still has
+    #: advantages)
     sum_first: bool = False
+    #: it reads nothing but the weighted total, so a scalar reward (K = 1) is all it needs
+    total_only: bool = False
     #: the stabilizer that makes it a drop-in for the frameworks' own estimator of the same
     #: name (verl's GRPO: 1e-6); ``None``: its documented default
     framework_eps: float | None = None

@@ -29,9 +29,6 @@ from corrgrpo.utils.reward_faults import RewardFunctionError, stop_message, too_
 
 PREFIX = "corrgrpo_"
 
-#: estimators that only ever see the weighted total, so verl's scalar reward suffices
-SCALAR_ESTIMATORS = frozenset({"grpo", "dr_grpo"})
-
 _ADAPTERS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
 
 
@@ -245,9 +242,11 @@ def _reward_matrix(
     batch: ComponentBatch | None,
 ) -> torch.Tensor:
     """(N, K) float64 rewards: the named components, or verl's scalar total for K = 1."""
+    from corrgrpo.estimators.registry import estimator_info
+
     n = token_level_rewards.shape[0]
     if not cfg.reward_keys:
-        if name not in SCALAR_ESTIMATORS:
+        if not estimator_info(name).total_only:  # verl's scalar reward is not enough
             raise ValueError(
                 f"estimator {name!r} combines several reward components: list their "
                 f"reward_extra_info keys in algorithm.{SECTION}.reward_keys (for a single "
