@@ -187,3 +187,23 @@ def test_a_warm_start_without_demonstrations_is_skipped_with_one_line() -> None:
     (line,) = check_warm_start(settings, NoDemos())
     assert "has no demonstrations" in line and "skipped" in line
     assert check_warm_start(settings, type("Demos", (), {"demonstrations": print})()) == []
+
+
+def test_a_run_folder_of_a_preset_evaluates_with_the_presets_budget(tmp_path: Path) -> None:
+    import argparse
+
+    from corrgrpo.cli.evaluate import _generation_budget
+
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"model": "smollm2-135m", "task": "tools"}))
+    assert presets.preset_behind(str(run)) is presets.PRESETS["smollm2-135m"]
+    args = argparse.Namespace(model=str(run), max_new_tokens=None)
+    _generation_budget("tools", args)
+    assert args.max_new_tokens == presets.PRESETS["smollm2-135m"].eval_max_new_tokens("tools")
+    # any other folder keeps the domain's default
+    (tmp_path / "plain").mkdir()
+    assert presets.preset_behind(str(tmp_path / "plain")) is None
+    args = argparse.Namespace(model=str(tmp_path / "plain"), max_new_tokens=None)
+    _generation_budget("tools", args)
+    assert args.max_new_tokens == 1024

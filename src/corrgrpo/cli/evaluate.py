@@ -134,12 +134,13 @@ def _model_needs(args: argparse.Namespace) -> None:
 
 
 def _generation_budget(domain: str, args: argparse.Namespace) -> None:
-    """``--max-new-tokens`` not given: the preset's budget for the domain, else the default."""
-    from corrgrpo.models.presets import get_preset
+    """``--max-new-tokens`` not given: the budget for the domain of the preset (or of the
+    preset a run folder was trained from), else the default."""
+    from corrgrpo.models.presets import preset_behind
 
     if getattr(args, "max_new_tokens", 0) is not None:
         return
-    preset = get_preset(model_of(args) or "")
+    preset = preset_behind(model_of(args) or "")
     budget = preset.eval_max_new_tokens(domain) if preset is not None else None
     args.max_new_tokens = budget or DEFAULT_MAX_NEW_TOKENS[domain]
 

@@ -196,6 +196,25 @@ def get_preset(name: str) -> ModelPreset | None:
     return PRESETS.get(name)
 
 
+def preset_behind(name_or_path: str) -> ModelPreset | None:
+    """The preset ``name_or_path`` names, or the one a run folder of ``corrgrpo train`` was
+    trained from (its ``config.json`` records the model), so that an evaluation of the trained
+    model uses the preset's settings for the domain; ``None`` for anything else."""
+    import json
+
+    preset = get_preset(name_or_path)
+    if preset is not None:
+        return preset
+    config = Path(name_or_path).expanduser() / "config.json"
+    if not (config.is_file() and (config.parent / RUN_MODEL_FOLDER).is_dir()):
+        return None
+    try:
+        model = json.loads(config.read_text()).get("model")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return get_preset(model) if isinstance(model, str) else None
+
+
 def preset_installed(preset: ModelPreset) -> bool:
     """Whether the wheel holding ``preset``'s GGUF file is importable (nothing is imported)."""
     try:
