@@ -137,6 +137,7 @@ def test_code_eval_generates_with_a_model(tmp_path: Path) -> None:
     assert _run([*argv, "--output", str(output), "--save-samples", str(saved)]) == 0
     report = json.loads(output.read_text())
     assert report["mode"] == "model" and report["summary"]["n_samples"] == 2
+    assert report["generation"]["rows"] == 2 and report["generation"]["new_tokens"] > 0
     generated = [json.loads(line) for line in saved.read_text().splitlines()]
     assert [g["task_id"] for g in generated] == ["Mbpp/11", "Mbpp/12"]
     assert all(isinstance(g["completion"], str) for g in generated)

@@ -412,8 +412,10 @@ def build_report(
     scores: list[Any],
     scorer: Any,
     figures: dict[str, Any],
+    generation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON report: summary (category counts included) and one entry per sample."""
+    """The JSON report: summary (category counts included) and one entry per sample;
+    ``generation``: what generating took (``EvalModels.generation``), with ``--model``."""
     from corrgrpo.domains.code.scoring import summarize_scores
 
     task_ids = [r["task_id"] for r in inputs.sample_rows]
@@ -442,7 +444,7 @@ def build_report(
         "model": args.model,
         "samples_file": str(args.samples) if args.samples else None,
         "n_problems": len(inputs.rows),
-        "generation": dict(getattr(args, "generation", None) or {}),
+        "generation": dict(generation or {}),
         "missing_tasks": inputs.missing,
         "weights": scorer.weights,
         "trust_forgeable": scorer.trust_forgeable,
@@ -477,7 +479,8 @@ def run_eval(args: argparse.Namespace, models: EvalModels | None = None) -> int:
             except (OSError, ValueError) as err:  # unknown model name/folder, bad options
                 return _fail(f"cannot generate with {args.model!r}: {err}")
         scores, scorer, figures = score_inputs(args, inputs, bar)
-    report = build_report(args, inputs, scores, scorer, figures)
+    generation = models.generation if models is not None else None
+    report = build_report(args, inputs, scores, scorer, figures, generation)
     print_report(report)
     output = report_path(args)
     if output is None:
