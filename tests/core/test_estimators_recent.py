@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import pytest
 import torch
+from core_batches import ragged_batch, token_level
 from torch import Tensor
 
 import corrgrpo
@@ -22,27 +23,7 @@ TOL = {"rtol": 1e-9, "atol": 1e-9}
 
 
 def batch(seed: int, k: int, n_groups: int = 16) -> tuple[Tensor, list[str], Tensor, Tensor]:
-    """Rewards (N, K) in shuffled ragged groups of 1 to 8, uids, token counts, response mask.
-
-    Component 0 is binary; the others are continuous on different scales.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    sizes = torch.randint(1, 9, (n_groups,), generator=gen).tolist()
-    uids = [f"q{g}" for g, s in enumerate(sizes) for _ in range(s)]
-    n = len(uids)
-    rewards = torch.rand(n, k, generator=gen, dtype=torch.float64)
-    rewards[:, 0] = (rewards[:, 0] > 0.5).double()
-    rewards[:, 1:] *= torch.linspace(1.0, 4.0, k - 1, dtype=torch.float64)
-    perm = torch.randperm(n, generator=gen)
-    lengths = torch.randint(1, 21, (n,), generator=gen)
-    mask = (torch.arange(20).unsqueeze(0) < lengths.unsqueeze(1)).double()
-    return rewards[perm], [uids[i] for i in perm.tolist()], lengths.double(), mask
-
-
-def token_level(scores: Tensor, mask: Tensor) -> Tensor:
-    out = torch.zeros_like(mask)
-    out[torch.arange(mask.shape[0]), mask.sum(-1).long() - 1] = scores
-    return out
+    return ragged_batch(seed, k, n_groups, top_scale=4.0)
 
 
 def grpo_outcome(token_rewards: Tensor, mask: Tensor, index: list[str]) -> Tensor:
