@@ -95,6 +95,17 @@ def require_models(models: EvalModels | None, model: str) -> EvalModels:
     return models
 
 
+def separate_function(fn: RewardFn) -> RewardFn:
+    """A new function object that calls ``fn``: for a component whose function is shared (a
+    table's entry, a copy of another component), since :class:`RewardComponent` renames the
+    function it is given."""
+
+    def reward(*args: Any, **kwargs: Any) -> Sequence[float | None]:
+        return fn(*args, **kwargs)
+
+    return reward
+
+
 @dataclass(frozen=True)
 class RewardComponent:
     """One named reward component of a task."""

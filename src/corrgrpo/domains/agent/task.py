@@ -11,7 +11,7 @@ from corrgrpo.domains.agent.environment import DEFAULT_MAX_TOOL_CHARS, DEFAULT_M
 from corrgrpo.domains.agent.prompting import initial_messages
 from corrgrpo.domains.agent.rewards import REWARD_FUNCTIONS, REWARD_WEIGHTS
 from corrgrpo.domains.agent.suites import DEFAULT_ATTACKS, DEFAULT_BENCHMARK_VERSION
-from corrgrpo.domains.base import RewardComponent, RewardFn, Task, register_task
+from corrgrpo.domains.base import RewardComponent, Task, register_task, separate_function
 
 
 def case_rows(cases: Sequence[AgentCase]) -> list[dict[str, Any]]:
@@ -20,17 +20,6 @@ def case_rows(cases: Sequence[AgentCase]) -> list[dict[str, Any]]:
         {"prompt": initial_messages(c.suite, c.user_task_id, c.benchmark_version), **c.to_columns()}
         for c in cases
     ]
-
-
-def _renamable(fn: RewardFn) -> RewardFn:
-    """A separate function object calling ``fn`` (a component names its function)."""
-
-    def reward(
-        prompts: list[Any], completions: list[Any], **columns: Any
-    ) -> Sequence[float | None]:
-        return fn(prompts, completions, **columns)
-
-    return reward
 
 
 @register_task("agent")
@@ -116,7 +105,7 @@ class AgentTask(Task):
     def reward_components(self) -> list[RewardComponent]:
         # Distinct function objects: RewardComponent renames ``fn.__name__``.
         return [
-            RewardComponent(name, _renamable(fn), REWARD_WEIGHTS[name])
+            RewardComponent(name, separate_function(fn), REWARD_WEIGHTS[name])
             for name, fn in REWARD_FUNCTIONS.items()
         ]
 

@@ -40,7 +40,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from corrgrpo.domains.base import RewardComponent, RewardFn, Task, register_task
+from corrgrpo.domains.base import RewardComponent, Task, register_task, separate_function
 from corrgrpo.domains.toy import rewards
 from corrgrpo.domains.toy.rewards import CODE_DIGITS
 
@@ -66,15 +66,6 @@ def _parse_weight_scale(text: str | None) -> dict[str, float]:
             )
         factors[name.strip()] = value
     return factors
-
-
-def _copy_of(fn: RewardFn) -> RewardFn:
-    """A separate function object with the same values (a component names its function)."""
-
-    def copy(*args: Any, **kwargs: Any) -> Sequence[float | None]:
-        return fn(*args, **kwargs)
-
-    return copy
 
 
 @register_task("toy")
@@ -137,7 +128,9 @@ class ToyTask(Task):
         if self.duplicate:
             original = next(c for c in components if c.name == self.duplicate)
             components.append(
-                RewardComponent(f"{original.name}_copy", _copy_of(original.fn), original.weight)
+                RewardComponent(
+                    f"{original.name}_copy", separate_function(original.fn), original.weight
+                )
             )
         return components
 
