@@ -363,7 +363,7 @@ def report_only(out_dir: Path) -> Path:
         budget=f"{plan['budget']} {done}, {wall:.0f}s of wall time in all.",
         planned=planned,
         sections=(
-            (lambda data: sweep_section(summaries, plan, data.metrics, out_dir))
+            (lambda data: sweep_section(data.table, plan, data.metrics, out_dir))
             if plan.get("sweep")
             else None
         ),

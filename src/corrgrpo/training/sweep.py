@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.training.report import SeedStats, final_table
+from corrgrpo.training.report import SeedStats
 from corrgrpo.training.settings import parse_value, split_trainer_options
 from corrgrpo.utils.figures import pyplot, save_figure
 
@@ -89,14 +89,10 @@ def variant_label(estimator: str, setting: Mapping[str, Any]) -> str:
 
 
 def sweep_table(
-    runs: Sequence[Any], plan: Mapping[str, Any], metrics: Sequence[str]
+    table: Mapping[str, dict[str, SeedStats]], plan: Mapping[str, Any]
 ) -> dict[str, dict[str, dict[str, SeedStats]]]:
-    """estimator -> setting label -> metric -> statistics over seeds."""
-    planned: dict[str, int] = {}
-    for entry in plan["runs"]:
-        label = variant_label(entry["label"], entry.get("setting") or {})
-        planned[label] = planned.get(label, 0) + 1
-    table = final_table(runs, metrics, planned)
+    """The report's final table (variant label -> metric -> statistics over seeds) regrouped
+    as estimator -> setting label -> metric -> statistics."""
     out: dict[str, dict[str, dict[str, SeedStats]]] = {}
     for spec in plan["estimators"]:
         for setting in plan["settings"]:
@@ -163,10 +159,14 @@ def plot_sweep(
 
 
 def sweep_section(
-    runs: Sequence[Any], plan: Mapping[str, Any], metrics: Sequence[str], out_dir: Path
+    final: Mapping[str, dict[str, SeedStats]],
+    plan: Mapping[str, Any],
+    metrics: Sequence[str],
+    out_dir: Path,
 ) -> tuple[list[str], dict[str, Any]]:
-    """The report's sweep section (markdown lines) and its numbers for ``results.json``."""
-    table = sweep_table(runs, plan, metrics)
+    """The report's sweep section (markdown lines) and its numbers for ``results.json``, from
+    the report's final table of every (estimator, setting)."""
+    table = sweep_table(final, plan)
     best = best_settings(table)
     png = plot_sweep(table, plan, out_dir / "sweep.png")
     lines = [
