@@ -75,3 +75,70 @@ def test_dense_index_is_an_ordinary_tensor_shared_between_calls() -> None:
     assert second.index is first.index
     assert not second.index.is_inference()
     assert torch.equal(second.index, torch.arange(5).repeat_interleave(3))
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        torch.tensor([5, -3, 5, 7, -3, 7, 7, 2]),  # negative ids, shuffled
+        torch.tensor([0, 0, 1, 1, 1, 4]),  # already in order: no sort
+        torch.tensor([40_000, 7_233, 7_233, 40_000]),  # a span of 32767: int16 offsets
+        torch.tensor([40_001, 7_233, 7_233, 40_001]),  # a span of 32768: counted instead
+        torch.tensor([1 << 40, 3, 3, 1 << 40, 9]),  # sparse: torch.unique
+    ],
+)
+def test_relabelling_numbers_slots_by_sorted_id_with_a_stable_host_order(
+    ids: torch.Tensor,
+) -> None:
+    groups = Groups.from_index(ids)
+    labels, inverse, counts = torch.unique(
+        ids, sorted=True, return_inverse=True, return_counts=True
+    )
+    assert groups.num_slots == labels.numel()
+    assert torch.equal(groups.index, inverse)
+    assert torch.equal(groups.sizes(), counts.double())
+    order, starts = groups._host_order
+    assert torch.equal(order, torch.argsort(inverse, stable=True))
+    assert torch.equal(starts, torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)]))
+
+
+def test_host_gather_matches_index_select_for_every_dtype() -> None:
+    groups = Groups.from_index(torch.tensor([3, 1, 3, 2, 1]))
+    for per_slot in (
+        torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64),
+        torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=torch.float32)
+        .t()
+        .contiguous()
+        .t(),
+        torch.tensor([True, False, True]),
+        torch.tensor([1.0, 2.0, 3.0], dtype=torch.bfloat16),  # NumPy has no view of it
+    ):
+        expected = per_slot.contiguous().index_select(0, groups.index)
+        assert torch.equal(groups.expand(per_slot), expected)
+    out = torch.empty(5, dtype=torch.float64)
+    assert groups.host_gather(torch.tensor([7.0, 8.0, 9.0]).double(), out=out) is out
+    assert out.tolist() == [9.0, 7.0, 9.0, 8.0, 7.0]
+
+
+@pytest.mark.parametrize("guard", [None, "floor", "grpo_std", "clip"])
+@pytest.mark.parametrize("eps", [None, 0.0])
+def test_corr_grpo_host_path_equals_the_general_path(
+    guard: str | None, eps: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scattered host path (sparse sums, NumPy tables and division) against the path of
+    accelerators, with its statistics, singleton groups and all-constant groups."""
+    from corrgrpo import compute_advantages
+    from corrgrpo.estimators import corr_grpo
+
+    x, ids = ragged_rewards(4, 1.0, 5)
+    x[:, 3] = -x[:, 2]  # anti-correlated: Q near 0, where the guards act
+    weights = [0.5, -1.0, 0.3, 0.3]
+    options = dict(group_index=ids, weights=weights, guard=guard, eps=eps, return_stats=True)
+    host = compute_advantages(x, "corr_grpo", **options)
+    monkeypatch.setattr(corr_grpo, "_scattered_on_host", lambda *args: None)
+    general = compute_advantages(x, "corr_grpo", **options)
+    torch.testing.assert_close(host.advantages, general.advantages, rtol=1e-9, atol=1e-12)
+    assert set(host.stats) == set(general.stats)
+    for key, value in general.stats.items():
+        torch.testing.assert_close(host.stats[key], value, rtol=1e-9, atol=1e-12)
+    assert torch.isfinite(host.advantages).all()

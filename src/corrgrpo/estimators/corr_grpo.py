@@ -58,47 +58,54 @@ def correlation_sum(
 
 
 def _group_table(
-    dev_sum: Tensor, dev_sq: Tensor, count: Tensor, weights: Tensor, coef: Tensor, ddof: int
-) -> tuple[Tensor, Tensor, Tensor] | None:
+    dev_sum: np.ndarray,
+    dev_sq: np.ndarray,
+    count: np.ndarray,
+    weights: np.ndarray,
+    coef: np.ndarray,
+    ddof: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Per group slot, from the (S, K) sums of d and d**2: b_k = coef_k / std_k (S, K) (0 for
     constant components), the offsets sum_k w_k dbar_k and sum_k b_k dbar_k (S, 2), and the
     divisor n - ddof (S,); ``None`` when a spread is too tiny to square (std 0 while the
     deviations sum to non-zero). In NumPy, whose calls on these small tables take about half
     the time of torch's.
     """
-    d_sum, n = dev_sum.numpy(), count.numpy()[:, None]
-    shift = d_sum / np.maximum(n, 1.0)  # mean - first member
+    n = count[:, None]
+    shift = dev_sum / np.maximum(n, 1.0)  # mean - first member
     dof = np.maximum(n - ddof, 1.0)
-    spread = dev_sq.numpy() - d_sum * shift
+    spread = dev_sq - dev_sum * shift
     np.maximum(spread, 0.0, out=spread)
     std = np.sqrt(np.divide(spread, dof, out=spread), out=spread)
     scored = std != 0
-    if (d_sum[~scored] != 0).any():
+    if (dev_sum[~scored] != 0).any():
         return None
     if ddof > 1:  # groups of ddof or fewer samples have no variance (ddof <= 1: d is 0 there)
         scored &= n > ddof
-    b = np.divide(coef.numpy(), std, out=np.zeros_like(std), where=scored)
-    offsets = np.empty((d_sum.shape[0], 2))
-    offsets[:, 0] = shift @ weights.numpy()
+    b = np.divide(coef, std, out=np.zeros_like(std), where=scored)
+    offsets = np.empty((dev_sum.shape[0], 2))
+    offsets[:, 0] = shift @ weights
     offsets[:, 1] = np.einsum("sk,sk->s", b, shift)
-    return torch.from_numpy(b), torch.from_numpy(offsets), torch.from_numpy(dof[:, 0])
+    return b, offsets, dof[:, 0]
 
 
 def _signed_coefficients(weights: Tensor, corr_weighting: str) -> Tensor:
     """s_k sign(w_k): the coefficient of z_k(r) in Q's sum, as z_k(w r) = sign(w_k) z_k(r)."""
-    if corr_weighting == "absorbed":
-        return torch.sign(weights)
-    _correlation_coefficients(weights, corr_weighting)  # names a bad mode
-    return weights
+    _check_corr_weighting(corr_weighting)
+    return torch.sign(weights) if corr_weighting == "absorbed" else weights
 
 
 def _correlation_coefficients(weights: Tensor, corr_weighting: str) -> Tensor:
     """s_k of Q = Var_g(sum_k s_k z_k(u)) for the two ``corr_weighting`` modes."""
     if corr_weighting == "absorbed":
         return (weights != 0).to(weights.dtype)
-    if corr_weighting == "weights":
-        return weights.abs()
-    raise ValueError(f"corr_weighting must be 'absorbed' or 'weights', got {corr_weighting!r}")
+    _check_corr_weighting(corr_weighting)
+    return weights.abs()
+
+
+def _check_corr_weighting(corr_weighting: str) -> None:
+    if corr_weighting not in ("absorbed", "weights"):
+        raise ValueError(f"corr_weighting must be 'absorbed' or 'weights', got {corr_weighting!r}")
 
 
 @register_estimator(
@@ -154,6 +161,7 @@ def corr_grpo_advantages(
     is_official(conventions)
     if guard not in GUARDS:
         raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
+    _check_corr_weighting(corr_weighting)
     tot, q, nan_free = _total_and_q(rewards, groups, weights, ddof, corr_weighting)
     if not normalize:
         record_singletons(stats, tot)
@@ -202,8 +210,15 @@ def _divide_by_denominator(
     denominator, gets 0 (as the final zeroing would give it).
     """
     den, triggered = corr_grpo_denominator(q, tot, grpo_eps=grpo_eps, **guarding)
-    scale = den.reciprocal().masked_fill_(tot.singleton, 0.0).nan_to_num_(posinf=0.0)
-    adv = tot.centered * groups.expand(scale)
+    if den.device.type == "cpu" and groups.group_size is None:
+        # the same steps in NumPy, whose calls cost a fraction of torch's at this size
+        scale = den.reciprocal().numpy()
+        np.nan_to_num(scale, copy=False, nan=0.0, posinf=0.0)
+        scale[tot.singleton.numpy()] = 0.0
+        adv = torch.from_numpy(tot.centered.numpy() * np.take(scale, groups.index.numpy()))
+    else:
+        scale_t = den.reciprocal().masked_fill_(tot.singleton, 0.0).nan_to_num_(posinf=0.0)
+        adv = tot.centered * groups.expand(scale_t)
     if guarding["guard"] == "clip":
         adv, triggered = _clip_advantages(adv, tot, groups, guard_max_abs)
     return adv, den, triggered
@@ -232,44 +247,51 @@ def _scattered_on_host(
     careful way when their sum of d is non-zero). The weights enter per component:
     C_i = sum_k w_k (d_ik - dbar_k) and s_i = sum_k b_k (d_ik - dbar_k) with
     b_k = s_k sign(w_k) / std_g(r_k), as z_k(w r) = sign(w_k) z_k(r). Segment sums are sparse
-    products with the group-membership matrix, the per-group tables come from NumPy, two
-    gathers bring them to the samples, no centred copy is made and the two temporaries are
-    reused between calls: at N = 8192 the number of operations, not the data, sets the time.
-    ``None`` (the general path) for dense or accelerator input, NaN, or a spread too tiny to
-    square.
+    products with the group-membership matrix; everything else is NumPy on views of the same
+    buffers (its calls cost a fraction of torch's at this size), no centred copy is made and
+    the temporaries are reused between calls: at N = 8192 the number of operations, not the
+    data, sets the time. ``None`` (the general path) for dense or accelerator input, NaN, or
+    a spread too tiny to square.
     """
     if groups.group_size is not None or rewards.device.type != "cpu" or has_nan(rewards):
         return None
     n, k = rewards.shape
-    index, count = groups.index, groups.sizes(rewards.dtype)
-    deviation = host_scratch("deviation", (n, k), rewards.dtype)
-    scratch = host_scratch("scratch", (n, k), rewards.dtype)
-    reference = rewards.index_select(0, groups.host_first_members())
-    torch.sub(rewards, torch.index_select(reference, 0, index, out=deviation), out=deviation)
-    dev_sum = groups.sum_host_rows(deviation)  # (S, K)
-    dev_sq = groups.sum_host_rows(torch.mul(deviation, deviation, out=scratch))
-    coef = _signed_coefficients(weights, corr_weighting)
-    per_group = _group_table(dev_sum, dev_sq, count, weights, coef, ddof)
+    # one buffer for d, a scratch array of its size and the (N, 2) squares, sliced in NumPy
+    # (its views cost a fraction of torch's); torch sees them where it is faster
+    work = host_scratch("corr_grpo", (2 * n * k + 2 * n,), rewards.dtype).numpy()
+    d, scratch = work[: n * k].reshape(n, k), work[n * k : 2 * n * k].reshape(n, k)
+    squares = work[2 * n * k :].reshape(n, 2)  # C**2 and s**2, summed at once
+    deviation = torch.from_numpy(d)
+    x, index = rewards.numpy(), groups.index.numpy()
+    reference = np.take(x, groups.host_first_members().numpy(), axis=0)  # (S, K)
+    # (mode "clip" writes straight into the buffer: the slots are in range by construction)
+    np.subtract(x, np.take(reference, index, axis=0, out=d, mode="clip"), out=d)
+    dev_sum = groups.sum_host_rows(deviation).numpy()  # (S, K)
+    dev_sq = groups.sum_host_rows(torch.from_numpy(np.multiply(d, d, out=scratch))).numpy()
+    count = groups.sizes(rewards.dtype)
+    w = weights.numpy()
+    coef = np.sign(w) if corr_weighting == "absorbed" else w  # as _signed_coefficients
+    per_group = _group_table(dev_sum, dev_sq, count.numpy(), w, coef, ddof)
     if per_group is None:
         return None
     b, offsets, dof = per_group
-    # NumPy's take gathers rows this narrow several times faster than index_select
-    offsets = torch.from_numpy(np.take(offsets.numpy(), index.numpy(), axis=0))  # (N, 2)
-    centered = torch.mv(deviation, weights).sub_(offsets[:, 0])
-    b_of_sample = torch.index_select(b, 0, index, out=scratch)
-    s = torch.mv(deviation.mul_(b_of_sample), weights.new_ones(k)).sub_(offsets[:, 1])
-    squares = host_scratch("squares", (n, 2), rewards.dtype)  # C**2 and s**2, summed at once
-    torch.mul(centered, centered, out=squares[:, 0])
-    torch.mul(s, s, out=squares[:, 1])
-    sums = groups.sum_host_rows(squares).t().div_(dof)
+    offsets = np.take(offsets, index, axis=0)  # (N, 2)
+    centered = torch.mv(deviation, weights)
+    np.subtract(centered.numpy(), offsets[:, 0], out=centered.numpy())
+    np.multiply(d, np.take(b, index, axis=0, out=scratch, mode="clip"), out=d)
+    s = torch.mv(deviation, weights.new_ones(k)).numpy()
+    np.subtract(s, offsets[:, 1], out=s)
+    np.multiply(centered.numpy(), centered.numpy(), out=squares[:, 0])
+    np.multiply(s, s, out=squares[:, 1])
+    sums = groups.sum_host_rows(torch.from_numpy(squares)).numpy() / dof[:, None]
     tot = TotalStats(
         scorable=torch.ones(n, dtype=torch.bool),
         count=count,
         centered=centered,
-        std=sums[0].sqrt(),
-        singleton=count <= ddof,
+        std=torch.from_numpy(np.sqrt(sums[:, 0])),
+        singleton=torch.from_numpy(count.numpy() <= ddof),
     )
-    return tot, sums[1]
+    return tot, torch.from_numpy(sums[:, 1])
 
 
 def _clip_advantages(

@@ -209,7 +209,7 @@ def _host_deviation_sums(
     deviation, square, magnitude = work.unbind(0)
     u = x if scale is None else torch.mul(x, scale.to(x.dtype), out=square)
     reference = u.index_select(0, groups.host_first_members())
-    torch.sub(u, torch.index_select(reference, 0, groups.index, out=magnitude), out=deviation)
+    torch.sub(u, groups.host_gather(reference, out=magnitude), out=deviation)
     deviation_sum = groups.sum_host_rows(deviation)
     sum_sq = groups.sum_host_rows(torch.mul(deviation, deviation, out=square))
     constant = groups.sum_host_rows(torch.abs(deviation, out=magnitude)) == 0
