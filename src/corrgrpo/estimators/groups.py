@@ -279,60 +279,33 @@ def _hashable(value: object) -> Hashable:
 
 
 def _relabel_on_host(ids: Tensor) -> Groups:
-    """Slots numbered by sorted id. Ids within an int16 span are relabelled by one radix
-    sort, which also gives the samples' order by slot (the host paths' sparse sums need it,
-    and it is nearly the whole cost of relabelling); ids within a range not much wider than
-    their number by counting; others through torch.unique. NumPy's calls cost a fraction of
-    torch's on these small arrays."""
+    """Slots numbered by sorted id. Ids that span a range not much wider than their number
+    are relabelled by counting (no sort; the counts are the group sizes, and NumPy's calls
+    cost a fraction of torch's on these small arrays); others through torch.unique."""
     n = ids.numel()
     if n == 0:
         return Groups(index=ids, num_slots=1)
     values = ids.numpy()
     low, high = int(values.min()), int(values.max())
-    if high - low <= _INT16_MAX:
-        return _relabel_by_sorting(values, low)
     if high - low > 4 * n + 4096:
         labels, index = torch.unique(ids, sorted=True, return_inverse=True)
         return Groups(index=index, num_slots=labels.numel())
     offsets = values - low
     counts = np.bincount(offsets, minlength=high - low + 1)
     present = counts > 0
-    slot_of_offset = np.cumsum(present, dtype=np.int64)
-    slot_of_offset -= 1
-    index, sizes = np.take(slot_of_offset, offsets), np.compress(present, counts)
+    if present.all():  # every id in the range is used: the offsets are the slots
+        index, sizes = offsets, counts
+    else:
+        slot_of_offset = np.cumsum(present, dtype=np.int64)
+        slot_of_offset -= 1
+        index, sizes = np.take(slot_of_offset, offsets), np.compress(present, counts)
     groups = Groups(index=torch.from_numpy(index), num_slots=sizes.shape[0])
     groups.__dict__["_sizes"] = torch.from_numpy(sizes.astype(np.float64))
     return groups
 
 
-def _relabel_by_sorting(values: np.ndarray, low: int) -> Groups:
-    """:func:`_relabel_on_host` of ids spanning at most 32768 values: a stable sort of the
-    offsets gives the order by slot, and the places where the sorted offset changes the
-    slots' starts."""
-    n = values.shape[0]
-    offsets = np.subtract(values, low, dtype=np.int16, casting="unsafe")  # fits: span checked
-    if _non_decreasing(offsets):  # already lined up by id: no sort
-        order, lined_up = None, offsets
-    else:
-        order = np.argsort(offsets, kind="stable")
-        lined_up = np.take(offsets, order)
-    # a slot starts where the sorted offset changes (and one past the end, at n)
-    boundary = np.empty(n + 1, dtype=bool)
-    boundary[0] = boundary[n] = True
-    np.not_equal(lined_up[1:], lined_up[:-1], out=boundary[1:n])
-    starts = np.flatnonzero(boundary)
-    sizes = np.diff(starts)
-    slot = np.repeat(np.arange(sizes.shape[0]), sizes)  # of each sample in sorted order
-    if order is None:
-        index, host_order = slot, torch.arange(n)
-    else:
-        index = np.empty(n, dtype=np.int64)
-        index[order] = slot
-        host_order = torch.from_numpy(order)
-    groups = Groups(index=torch.from_numpy(index), num_slots=sizes.shape[0])
-    groups.__dict__["_sizes"] = torch.from_numpy(sizes.astype(np.float64))
-    groups.__dict__["_host_order"] = (host_order, torch.from_numpy(starts))
-    return groups
+def _non_decreasing(values: np.ndarray) -> bool:
+    return bool((values[1:] >= values[:-1]).all())
 
 
 #: dtypes whose host tensors NumPy can view (bfloat16, float8 and the like it cannot)
@@ -340,12 +313,8 @@ _NUMPY_DTYPES = frozenset(
     {torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.bool}
 )
 
-#: the widest span of ids (max - min) whose offsets fit NumPy's int16 radix sort
+#: the most slots whose numbers NumPy sorts as int16 keys (a radix sort)
 _INT16_MAX = 32767
-
-
-def _non_decreasing(values: np.ndarray) -> bool:
-    return bool((values[1:] >= values[:-1]).all())
 
 
 @functools.lru_cache(maxsize=8)
