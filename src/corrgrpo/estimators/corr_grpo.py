@@ -210,15 +210,8 @@ def _divide_by_denominator(
     denominator, gets 0 (as the final zeroing would give it).
     """
     den, triggered = corr_grpo_denominator(q, tot, grpo_eps=grpo_eps, **guarding)
-    if den.device.type == "cpu" and groups.group_size is None:
-        # the same steps in NumPy, whose calls cost a fraction of torch's at this size
-        scale = den.reciprocal().numpy()
-        np.nan_to_num(scale, copy=False, nan=0.0, posinf=0.0)
-        scale[tot.singleton.numpy()] = 0.0
-        adv = torch.from_numpy(tot.centered.numpy() * np.take(scale, groups.index.numpy()))
-    else:
-        scale_t = den.reciprocal().masked_fill_(tot.singleton, 0.0).nan_to_num_(posinf=0.0)
-        adv = tot.centered * groups.expand(scale_t)
+    scale = den.reciprocal().masked_fill_(tot.singleton, 0.0).nan_to_num_(posinf=0.0)
+    adv = tot.centered * groups.expand(scale)
     if guarding["guard"] == "clip":
         adv, triggered = _clip_advantages(adv, tot, groups, guard_max_abs)
     return adv, den, triggered
@@ -269,9 +262,8 @@ def _scattered_on_host(
     dev_sum = groups.sum_host_rows(deviation).numpy()  # (S, K)
     dev_sq = groups.sum_host_rows(torch.from_numpy(np.multiply(d, d, out=scratch))).numpy()
     count = groups.sizes(rewards.dtype)
-    w = weights.numpy()
-    coef = np.sign(w) if corr_weighting == "absorbed" else w  # as _signed_coefficients
-    per_group = _group_table(dev_sum, dev_sq, count.numpy(), w, coef, ddof)
+    coef = _signed_coefficients(weights, corr_weighting).numpy()
+    per_group = _group_table(dev_sum, dev_sq, count.numpy(), weights.numpy(), coef, ddof)
     if per_group is None:
         return None
     b, offsets, dof = per_group

@@ -204,12 +204,8 @@ class Groups:
         if not in_order and not allow_sort:
             return None
         dense = Groups.dense(self.num_slots, size, device=self.index.device)
-        if in_order:
-            return None, dense
-        # the stable order by slot: the one relabelling by sorting made, or a sort now
-        if self.has_host_order:
-            return self._host_order[0], dense
-        return host_argsort(self.index, self.num_slots), dense
+        # the stable order by slot, sorted once and kept for the host paths that need it too
+        return (None if in_order else self._host_order[0]), dense
 
     def sizes(self, dtype: torch.dtype = torch.float64) -> Tensor:
         """Number of samples in each slot, (num_slots,)."""
