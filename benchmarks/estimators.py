@@ -9,16 +9,23 @@ non-contiguous ids (same N); and as the plain per-group torch loop of
 groups. Calls alternate between the variants, so the ratios are measured side by side.
 
 Targets, for corr_grpo: ragged at most 1.5x dense, at least 50x faster than the loop, and
-dense at most 1.5x grpo's time. ``--runs 3`` repeats these three ratios in three more rounds
-after the table. A last line times GRPO's and CorrGRPO's bare arithmetic (no validation or
-edge cases, checked against the library first): the floor of their ratio.
+dense at most 1.5x grpo's time. ``--runs 3`` measures these three ratios three more times
+after the table: each run times corr_grpo's dense, ragged and loop calls and grpo's dense call
+in rounds (``--run-rounds``), all four once per round, in an order shuffled each round (fixed
+seed). A fixed order would always time each call right after the same other one: dense after
+grpo's dense call, which shares most of its code and so leaves it warm, ragged after dense,
+the loop after ragged; ``--fixed-order`` times it that way (the loop then runs apart, between
+two halves of the rounds). A last line times GRPO's and CorrGRPO's bare arithmetic (no
+validation or edge cases, checked against the library first): the floor of their ratio.
 
     python benchmarks/estimators.py [--repeats 15] [--loop-repeats 3] [--runs 3]
+        [--run-rounds 25] [--fixed-order]
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -52,15 +59,21 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def side_by_side(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median seconds of each function, calls alternating between them (drift hits all)."""
+def side_by_side(
+    fns: dict[str, Callable[[], object]], repeats: int, shuffle: random.Random | None = None
+) -> dict[str, float]:
+    """Median seconds of each function, calls alternating between them (drift hits all); with
+    ``shuffle``, in a new order each round (no call always follows the same other)."""
     for fn in fns.values():
         fn()  # warm-up
     times: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
     for _ in range(repeats):
-        for name, fn in fns.items():
+        if shuffle is not None:
+            shuffle.shuffle(names)
+        for name in names:
             t0 = CLOCK()
-            fn()
+            fns[name]()
             times[name].append(CLOCK() - t0)
     return {name: statistics.median(values) for name, values in times.items()}
 
@@ -150,23 +163,25 @@ class Inputs:
         return lambda: loop(self.flat64, self.ragged, self.weights64)
 
 
-def headline(inputs: Inputs, repeats: int, loop_repeats: int) -> dict[str, float]:
-    """corr_grpo's three target ratios. Dense, ragged and grpo calls alternate; the slow loop
-    runs between two such rounds, whose times are averaged, so that a drift of a shared
-    machine reaches both sides of every ratio (timing the ragged path right after the loop
-    would time it on caches the loop's thousands of small tensors have flushed)."""
+def headline(inputs: Inputs, args: argparse.Namespace, shuffle: random.Random) -> dict[str, float]:
+    """corr_grpo's three target ratios: its dense, ragged and loop calls and grpo's dense call
+    in rounds, each in a new order, so that a drift of a shared machine and the state one call
+    leaves behind reach every side of every ratio alike. ``--fixed-order``: dense, ragged and
+    grpo in that order, the loop apart between two halves of the rounds (their times
+    averaged)."""
     fns = inputs.calls("corr_grpo")
     fns["grpo"] = inputs.calls("grpo")["dense"]
-    fns = {k: fns[k] for k in ("dense", "ragged", "grpo")}
-    before = side_by_side(fns, (repeats + 1) // 2)
     loop = inputs.loop("corr_grpo")
     assert loop is not None
-    loop_time = median_time(loop, loop_repeats)
-    after = side_by_side(fns, (repeats + 1) // 2)
-    t = {k: (before[k] + after[k]) / 2 for k in fns}
+    fns = {k: fns[k] for k in ("dense", "ragged", "grpo")}
+    order = None if args.fixed_order else shuffle
+    before = side_by_side(fns, (args.run_rounds + 1) // 2, order)
+    loop_time = median_time(loop, args.loop_repeats)
+    after = side_by_side(fns, (args.run_rounds + 1) // 2, order)
+    t = {k: (before[k] + after[k]) / 2 for k in fns} | {"loop": loop_time}
     return {
         "ragged/dense": t["ragged"] / t["dense"],
-        "loop/ragged": loop_time / t["ragged"],
+        "loop/ragged": t["loop"] / t["ragged"],
         "corr/grpo": t["dense"] / t["grpo"],
     }
 
@@ -233,7 +248,11 @@ def main() -> None:
     ap.add_argument("--ragged-sizes", type=int, nargs=2, default=[8, 24], metavar=("MIN", "MAX"))
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--loop-repeats", type=int, default=3)
-    ap.add_argument("--runs", type=int, default=1, help="rounds of the corr_grpo target ratios")
+    ap.add_argument("--runs", type=int, default=1, help="runs of the corr_grpo target ratios")
+    ap.add_argument("--run-rounds", type=int, default=25, help="rounds in each run")
+    ap.add_argument(
+        "--fixed-order", action="store_true", help="runs call in one fixed order (see above)"
+    )
     ap.add_argument("--estimators", nargs="+", default=None, help="default: all registered")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = ap.parse_args()
@@ -251,8 +270,9 @@ def main() -> None:
         f"{'thread CPU' if CLOCK is time.thread_time else 'wall'} time"
     )
     print_table(inputs, names, args)
+    shuffle = random.Random(0)
     for run in range(1, args.runs + 1):
-        print_headline(f"run {run}", headline(inputs, args.repeats, args.loop_repeats))
+        print_headline(f"run {run}", headline(inputs, args, shuffle))
     print_bare(inputs, args.repeats)
 
 

@@ -87,10 +87,14 @@ def test_dense_index_is_an_ordinary_tensor_shared_between_calls() -> None:
         torch.tensor([1 << 40, 3, 3, 1 << 40, 9]),  # sparse: torch.unique
     ],
 )
+@pytest.mark.parametrize("host_order", [False, True])
 def test_relabelling_numbers_slots_by_sorted_id_with_a_stable_host_order(
-    ids: torch.Tensor,
+    ids: torch.Tensor, host_order: bool
 ) -> None:
-    groups = Groups.from_index(ids)
+    """By counting, or (``host_order``, ids within an int16 span) by the radix sort that also
+    gives the order by slot: the same slots, sizes and order as torch.unique's."""
+    groups = Groups.from_index(ids, host_order=host_order)
+    assert groups.has_host_order == (host_order and int(ids.max() - ids.min()) <= 32767)
     labels, inverse, counts = torch.unique(
         ids, sorted=True, return_inverse=True, return_counts=True
     )
@@ -136,9 +140,50 @@ def test_corr_grpo_host_path_equals_the_general_path(
     options = dict(group_index=ids, weights=weights, guard=guard, eps=eps, return_stats=True)
     host = compute_advantages(x, "corr_grpo", **options)
     monkeypatch.setattr(corr_grpo, "_scattered_on_host", lambda *args: None)
+    monkeypatch.setattr(corr_grpo, "_is_host_array", lambda x: False)  # torch's division
     general = compute_advantages(x, "corr_grpo", **options)
     torch.testing.assert_close(host.advantages, general.advantages, rtol=1e-9, atol=1e-12)
     assert set(host.stats) == set(general.stats)
     for key, value in general.stats.items():
         torch.testing.assert_close(host.stats[key], value, rtol=1e-9, atol=1e-12)
     assert torch.isfinite(host.advantages).all()
+
+
+@pytest.mark.parametrize("ragged", [True, False])
+def test_float32_rewards_read_as_they_are_give_the_float64_numbers(ragged: bool) -> None:
+    """corr_grpo reads float32 host rewards without a float64 copy (its scattered host path),
+    or converts them itself (dense input): the numbers of the float64 copy either way."""
+    from corrgrpo import compute_advantages
+
+    x, ids = ragged_rewards(5, 0.3, 6)
+    x32 = x.float()
+    if ragged:
+        options = dict(group_index=ids, weights=[0.5, -1.0, 0.3, 0.0, 2.0], return_stats=True)
+    else:
+        x32, ids = torch.rand(6, 4, 5).float(), None
+        options = dict(weights=[0.5, -1.0, 0.3, 0.0, 2.0], return_stats=True)
+    single = compute_advantages(x32, "corr_grpo", **options)
+    double = compute_advantages(x32.double(), "corr_grpo", **options)
+    assert single.advantages.dtype == torch.float32
+    torch.testing.assert_close(single.advantages.double(), double.advantages.float().double())
+    for key, value in double.stats.items():
+        torch.testing.assert_close(single.stats[key], value, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_nan_written_into_the_same_tensor_after_a_call_is_seen(dtype: torch.dtype) -> None:
+    """The front door's finite check marks the caller's tensor NaN-free for the call only: a
+    NaN the caller writes into it afterwards reaches the next call (a group loses only that
+    sample's score, not all of its advantages)."""
+    from corrgrpo import compute_advantages
+
+    x, ids = ragged_rewards(3, 1.0, 7)
+    x = x.to(dtype)
+    for group_index in (ids, None):
+        rewards = x if group_index is not None else torch.rand(4, 6, 3, dtype=dtype)
+        compute_advantages(rewards, "corr_grpo", group_index=group_index)
+        rewards.view(-1)[0] = float("nan")
+        again = compute_advantages(rewards, "corr_grpo", group_index=group_index)
+        fresh = compute_advantages(rewards.clone(), "corr_grpo", group_index=group_index)
+        assert torch.isfinite(again).all()
+        torch.testing.assert_close(again, fresh)

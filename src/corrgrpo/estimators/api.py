@@ -12,8 +12,8 @@ import torch
 from torch import Tensor
 
 from corrgrpo.estimators.groups import Groups
-from corrgrpo.estimators.registry import check_options, get_estimator, takes
-from corrgrpo.estimators.stats import mark_nan_free
+from corrgrpo.estimators.registry import check_options, estimator_info, get_estimator, takes
+from corrgrpo.estimators.stats import forget_nan_free, mark_nan_free
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,7 @@ def compute_advantages(
         ``(B, G)`` for dense input or ``(N,)`` for flat input, same dtype and device (inside
         an :class:`AdvantageResult` with ``return_stats=True``).
     """
-    fn = get_estimator(estimator)
-    check_options(estimator, options)
+    check_options(estimator, options)  # (names an unknown estimator first)
     if return_stats and stats is None:
         stats = {}
     check_layout(rewards, group_index, ddof)
@@ -113,7 +112,7 @@ def compute_advantages(
     w = _weights(weights, rewards.shape[-1], rewards.device, check_finite)
     if token_counts is not None:  # laid out like the samples, so passed apart from options
         options["token_counts"] = _token_counts(token_counts, estimator, batch, check_finite)
-    adv = _run(fn, batch, w, finite, dict(eps=eps, ddof=ddof, stats=stats, **options))
+    adv = _run(estimator, batch, w, finite, dict(eps=eps, ddof=ddof, stats=stats, **options))
     out = adv.reshape(batch.out_shape).to(rewards.dtype)
     # advantages enter the loss as constants: an ordinary tensor, not an inference one
     out = out.clone() if out.is_inference() else out
@@ -159,13 +158,24 @@ def check_layout(
 
 
 @torch.inference_mode()
-def _run(fn: Any, batch: _Batch, weights: Tensor, finite: bool, kwargs: dict[str, Any]) -> Tensor:
-    """The estimator on the float64 samples, back in the caller's sample order. Inference
-    mode skips autograd's bookkeeping, a tenth of the time of these many small operations."""
-    samples = batch.samples.to(torch.float64)
+def _run(
+    estimator: str, batch: _Batch, weights: Tensor, finite: bool, kwargs: dict[str, Any]
+) -> Tensor:
+    """The estimator on the float64 samples (float32 ones on the host as they are, for an
+    estimator that reads them itself), back in the caller's sample order. Inference mode
+    skips autograd's bookkeeping, a tenth of the time of these many small operations."""
+    fn = get_estimator(estimator)
+    samples = batch.samples
+    as_they_are = samples.dtype == torch.float32 and samples.device.type == "cpu"
+    if not (as_they_are and estimator_info(estimator).float32_on_host):
+        samples = samples.to(torch.float64)
     if finite:
         mark_nan_free(samples)
-    adv: Tensor = fn(samples, batch.groups, weights, **kwargs)
+    try:
+        adv: Tensor = fn(samples, batch.groups, weights, **kwargs)
+    finally:
+        if finite:
+            forget_nan_free(samples)  # the caller's own tensor, which it may change
     if batch.order is None:
         return adv
     flat = adv.reshape(-1)
@@ -218,8 +228,9 @@ def _flat_batch(
 ) -> _Batch:
     """Flat rewards laid out for an estimator (inputs already checked by check_layout)."""
     n, k = rewards.shape
-    groups = Groups.from_index(group_index, device=rewards.device)
-    layout = groups.equal_size_layout(allow_sort=estimator not in SCATTERED_ON_HOST)
+    on_host = estimator in SCATTERED_ON_HOST  # its host path needs the order by group
+    groups = Groups.from_index(group_index, device=rewards.device, host_order=on_host)
+    layout = groups.equal_size_layout(allow_sort=not on_host)
     if layout is None:
         return _Batch(rewards, rewards, groups, (n,), None)
     # equal-size groups (verl's uids): the faster dense path

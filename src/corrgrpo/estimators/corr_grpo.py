@@ -14,6 +14,7 @@ from corrgrpo.estimators.registry import EstimatorInfo, register_estimator
 from corrgrpo.estimators.stats import (
     ComponentStats,
     TotalStats,
+    as_float64,
     component_stats,
     finalize,
     has_nan,
@@ -114,6 +115,7 @@ def _check_corr_weighting(corr_weighting: str) -> None:
         sum_first=True,
         unscaled=("corr_grpo", {"normalize": False}),
         group_stats=("q", "total_std", "corr_denominator"),
+        float32_on_host=True,
     ),
 )
 def corr_grpo_advantages(
@@ -183,6 +185,7 @@ def _total_and_q(
     scattered = _scattered_on_host(rewards, groups, weights, ddof, corr_weighting)
     if scattered is not None:
         return (*scattered, True)
+    rewards = as_float64(rewards)
     tot, cs = _total_and_component_stats(rewards, groups, weights, ddof)
     q = correlation_sum(
         rewards,
@@ -210,11 +213,24 @@ def _divide_by_denominator(
     denominator, gets 0 (as the final zeroing would give it).
     """
     den, triggered = corr_grpo_denominator(q, tot, grpo_eps=grpo_eps, **guarding)
-    scale = den.reciprocal().masked_fill_(tot.singleton, 0.0).nan_to_num_(posinf=0.0)
-    adv = tot.centered * groups.expand(scale)
+    if groups.group_size is None and _is_host_array(tot.centered) and _is_host_array(den):
+        # scattered groups on the host: NumPy's calls cost a fraction of torch's here
+        d = den.numpy()
+        scorable = np.greater(d, 0.0)  # not 0 (or NaN), and not a group of one
+        np.greater(scorable, tot.singleton.numpy(), out=scorable)
+        scale = np.divide(1.0, d, out=np.zeros_like(d), where=scorable)
+        adv = torch.from_numpy(tot.centered.numpy() * scale.take(groups.index.numpy()))
+    else:
+        scale = den.reciprocal().masked_fill_(tot.singleton, 0.0).nan_to_num_(posinf=0.0)
+        adv = tot.centered * groups.expand(scale)
     if guarding["guard"] == "clip":
         adv, triggered = _clip_advantages(adv, tot, groups, guard_max_abs)
     return adv, den, triggered
+
+
+def _is_host_array(x: Tensor) -> bool:
+    """Whether NumPy can work on ``x`` in place of torch: float64 on the host, no autograd."""
+    return x.device.type == "cpu" and x.dtype == torch.float64 and not x.requires_grad
 
 
 def _total_and_component_stats(
@@ -246,22 +262,26 @@ def _scattered_on_host(
     data, sets the time. ``None`` (the general path) for dense or accelerator input, NaN, or
     a spread too tiny to square.
     """
-    if groups.group_size is not None or rewards.device.type != "cpu" or has_nan(rewards):
+    if groups.group_size is not None or rewards.device.type != "cpu":
+        return None
+    if rewards.dtype not in (torch.float32, torch.float64) or has_nan(rewards):
         return None
     n, k = rewards.shape
     # one buffer for d, a scratch array of its size and the (N, 2) squares, sliced in NumPy
     # (its views cost a fraction of torch's); torch sees them where it is faster
-    work = host_scratch("corr_grpo", (2 * n * k + 2 * n,), rewards.dtype).numpy()
+    work = host_scratch("corr_grpo", (2 * n * k + 2 * n,), torch.float64).numpy()
     d, scratch = work[: n * k].reshape(n, k), work[n * k : 2 * n * k].reshape(n, k)
     squares = work[2 * n * k :].reshape(n, 2)  # C**2 and s**2, summed at once
     deviation = torch.from_numpy(d)
     x, index = rewards.numpy(), groups.index.numpy()
-    reference = np.take(x, groups.host_first_members().numpy(), axis=0)  # (S, K)
+    # (S, K); float32 rewards are read as they are: NumPy computes d in float64, the same
+    # numbers as from a float64 copy, which is not made
+    reference = np.take(x, groups.host_first_members().numpy(), axis=0).astype(np.float64)
     # (mode "clip" writes straight into the buffer: the slots are in range by construction)
     np.subtract(x, np.take(reference, index, axis=0, out=d, mode="clip"), out=d)
     dev_sum = groups.sum_host_rows(deviation).numpy()  # (S, K)
     dev_sq = groups.sum_host_rows(torch.from_numpy(np.multiply(d, d, out=scratch))).numpy()
-    count = groups.sizes(rewards.dtype)
+    count = groups.sizes(torch.float64)
     coef = _signed_coefficients(weights, corr_weighting).numpy()
     per_group = _group_table(dev_sum, dev_sq, count.numpy(), weights.numpy(), coef, ddof)
     if per_group is None:

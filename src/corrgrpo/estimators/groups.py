@@ -48,9 +48,15 @@ class Groups:
 
     @staticmethod
     def from_index(
-        group_index: Tensor | Sequence[Hashable], device: torch.device | str = "cpu"
+        group_index: Tensor | Sequence[Hashable],
+        device: torch.device | str = "cpu",
+        host_order: bool = False,
     ) -> Groups:
-        """Relabel arbitrary group ids (ints, or hashables such as verl's uid strings)."""
+        """Relabel arbitrary group ids (ints, or hashables such as verl's uid strings).
+
+        ``host_order``: integer ids on the host are relabelled by the sort that also gives
+        the samples' order by group, for a caller whose host path needs it (relabelling by
+        counting is faster when nothing needs that order)."""
         if isinstance(group_index, Tensor):
             if group_index.dtype.is_floating_point or group_index.dtype.is_complex:
                 raise TypeError(f"group_index must hold integer ids, got dtype {group_index.dtype}")
@@ -58,7 +64,7 @@ class Groups:
             if ids.device.type == "cpu":
                 # the exact group count costs a host read: free on CPU, avoided on
                 # accelerators (there every per-group tensor keeps N slots, the unused empty)
-                return _relabel_on_host(ids)
+                return _relabel_on_host(ids, host_order)
             n = ids.numel()
             sorted_ids, perm = torch.sort(ids)  # equal ids share a slot, so no need for stable
             starts = torch.ones(n, dtype=torch.int64, device=ids.device)
@@ -132,6 +138,8 @@ class Groups:
     @functools.cached_property
     def _membership(self) -> Tensor:
         order, starts = self._host_order
+        if self.num_samples <= _INT32_MAX:  # the sparse kernels take int32 indices as they are
+            order, starts = order.to(torch.int32), starts.to(torch.int32)
         ones = torch.ones(self.num_samples, dtype=torch.float64)
         size = (self.num_slots, self.num_samples)
         if _CSR_NOTED.is_set():
@@ -274,15 +282,19 @@ def _hashable(value: object) -> Hashable:
     return value
 
 
-def _relabel_on_host(ids: Tensor) -> Groups:
-    """Slots numbered by sorted id. Ids that span a range not much wider than their number
-    are relabelled by counting (no sort; the counts are the group sizes, and NumPy's calls
-    cost a fraction of torch's on these small arrays); others through torch.unique."""
+def _relabel_on_host(ids: Tensor, host_order: bool = False) -> Groups:
+    """Slots numbered by sorted id. With ``host_order``, ids within an int16 span are
+    relabelled by one radix sort that also gives the samples' order by slot. Others that span
+    a range not much wider than their number are relabelled by counting (no sort; the counts
+    are the group sizes, and NumPy's calls cost a fraction of torch's on these small arrays);
+    the rest through torch.unique."""
     n = ids.numel()
     if n == 0:
         return Groups(index=ids, num_slots=1)
     values = ids.numpy()
     low, high = int(values.min()), int(values.max())
+    if host_order and high - low <= _INT16_MAX:
+        return _relabel_by_sorting(values, low)
     if high - low > 4 * n + 4096:
         labels, index = torch.unique(ids, sorted=True, return_inverse=True)
         return Groups(index=index, num_slots=labels.numel())
@@ -300,6 +312,36 @@ def _relabel_on_host(ids: Tensor) -> Groups:
     return groups
 
 
+def _relabel_by_sorting(values: np.ndarray, low: int) -> Groups:
+    """:func:`_relabel_on_host` of ids spanning at most 32768 values: a stable sort of the
+    offsets gives the order by slot, and the places where the sorted offset changes give the
+    slots' starts."""
+    n = values.shape[0]
+    offsets = np.subtract(values, low, dtype=np.int16, casting="unsafe")  # fits: span checked
+    if _non_decreasing(offsets):  # already lined up by id: no sort
+        order, lined_up = None, offsets
+    else:
+        order = offsets.argsort(kind="stable")
+        lined_up = offsets.take(order)
+    # a slot starts where the sorted offset changes (and one past the end, at n)
+    boundary = np.empty(n + 1, dtype=bool)
+    boundary[0] = boundary[n] = True
+    np.not_equal(lined_up[1:], lined_up[:-1], out=boundary[1:n])
+    starts = np.flatnonzero(boundary)
+    sizes = np.diff(starts)
+    slot = np.repeat(np.arange(sizes.shape[0]), sizes)  # of each sample in sorted order
+    if order is None:
+        index, host_order = slot, torch.arange(n)
+    else:
+        index = np.empty(n, dtype=np.int64)
+        index[order] = slot
+        host_order = torch.from_numpy(order)
+    groups = Groups(index=torch.from_numpy(index), num_slots=sizes.shape[0])
+    groups.__dict__["_sizes"] = torch.from_numpy(sizes.astype(np.float64))
+    groups.__dict__["_host_order"] = (host_order, torch.from_numpy(starts))
+    return groups
+
+
 def _non_decreasing(values: np.ndarray) -> bool:
     return bool((values[1:] >= values[:-1]).all())
 
@@ -311,6 +353,7 @@ _NUMPY_DTYPES = frozenset(
 
 #: the most slots whose numbers NumPy sorts as int16 keys (a radix sort)
 _INT16_MAX = 32767
+_INT32_MAX = 2**31 - 1
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,12 +1,13 @@
 """Estimators found by name, so that a config string selects one.
 
 A registered estimator is a pure function ``fn(rewards, groups, weights, *, eps, ddof, stats,
-**options) -> advantages`` on the canonical form: ``rewards`` (N, K) float64 with NaN for
-"not applicable", ``groups`` a :class:`~corrgrpo.estimators.groups.Groups`, ``weights`` (K,)
-float64; it returns (N,) float64. ``stats`` is ``None`` or a dict the estimator may fill with
-tensors (e.g. guard trigger counts) for diagnostics. An estimator that weights batch statistics
-by response length also takes ``token_counts`` ((N,) or (B, G) float64, laid out like the
-samples, or ``None``), which :func:`compute_advantages` passes only when the caller gives it.
+**options) -> advantages`` on the canonical form: ``rewards`` (N, K) float64 (float32 host
+tensors too, for one registered with ``float32_on_host``) with NaN for "not applicable",
+``groups`` a :class:`~corrgrpo.estimators.groups.Groups`, ``weights`` (K,) float64; it returns
+(N,) float64. ``stats`` is ``None`` or a dict the estimator may fill with tensors (e.g. guard
+trigger counts) for diagnostics. An estimator that weights batch statistics by response length
+also takes ``token_counts`` ((N,) or (B, G) float64, laid out like the samples, or ``None``),
+which :func:`compute_advantages` passes only when the caller gives it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class EstimatorInfo:
     unscaled: tuple[str, Mapping[str, Any]] | None = None
     #: keys of ``stats`` it fills with per-group tensors (see :func:`compute_advantages`)
     group_stats: tuple[str, ...] = field(default_factory=tuple)
+    #: it takes float32 host rewards as they are (converting itself whatever it does not read
+    #: directly), so :func:`compute_advantages` makes no float64 copy of them for it
+    float32_on_host: bool = False
 
 
 _INFO: dict[str, EstimatorInfo] = {}

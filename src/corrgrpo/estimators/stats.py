@@ -49,8 +49,9 @@ class ComponentStats:
         return groups.mix_components(self.centered, coef / self.safe_std())
 
 
-# tensors the front door has already found finite (its inf check rules out NaN too), by id;
-# an entry leaves with its tensor (tensors compare elementwise, so no WeakSet)
+# tensors the front door has found finite (its inf check rules out NaN too) for the call in
+# progress, by id; an entry leaves with its tensor or at the end of the call (tensors compare
+# elementwise, so no WeakSet)
 _NAN_FREE: dict[int, weakref.ref[Tensor]] = {}
 
 
@@ -58,6 +59,25 @@ def mark_nan_free(x: Tensor) -> None:
     """Record that ``x`` holds no NaN, so that :func:`has_nan` need not look again."""
     key = id(x)
     _NAN_FREE[key] = weakref.ref(x, lambda _: _NAN_FREE.pop(key, None))
+
+
+def forget_nan_free(x: Tensor) -> None:
+    """Undo :func:`mark_nan_free` when the call that checked ``x`` ends: the caller may write
+    NaN into the same tensor before the next call."""
+    known = _NAN_FREE.get(id(x))
+    if known is not None and known() is x:
+        del _NAN_FREE[id(x)]
+
+
+def as_float64(x: Tensor) -> Tensor:
+    """``x`` in float64 (itself if it already is), still known NaN-free if ``x`` was."""
+    if x.dtype == torch.float64:
+        return x
+    copy = x.to(torch.float64)
+    known = _NAN_FREE.get(id(x))
+    if known is not None and known() is x:
+        mark_nan_free(copy)
+    return copy
 
 
 def has_nan(x: Tensor) -> bool:
