@@ -6,12 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import corrgrpo
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_benchmark_script_small() -> None:
+@pytest.mark.parametrize("order", [[], ["--fixed-order"]])
+def test_benchmark_script_small(order: list[str]) -> None:
     command = [
         sys.executable,
         str(ROOT / "benchmarks" / "estimators.py"),
@@ -23,6 +26,9 @@ def test_benchmark_script_small() -> None:
         "1",
         "--loop-repeats",
         "1",
+        "--run-rounds",
+        "3",
+        *order,
     ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert completed.returncode == 0, completed.stderr[-2000:]
@@ -30,3 +36,4 @@ def test_benchmark_script_small() -> None:
     assert set(corrgrpo.list_estimators()) <= rows
     # the bare implementations were checked against the library before being timed
     assert "arithmetic alone" in completed.stdout
+    assert "run 1: corr_grpo ragged/dense" in completed.stdout
