@@ -142,6 +142,11 @@ class Inputs:
         self.uids_flat = self.flat[uid_order]
         self.uids = (torch.arange(b).repeat_interleave(g) * 3 + 11)[uid_order]
         self.ragged = ragged_index(b * g, g, gen, sizes=tuple(args.ragged_sizes))
+        # verl's ids: a uuid string per prompt (fixed here, so runs repeat), in uids' order
+        prompt_ids = [
+            f"{i:08x}-{(i * 7919) % 65536:04x}-4abc-8def-{i * 104729:012x}" for i in range(b)
+        ]
+        self.uid_strings = [prompt_ids[(int(u) - 11) // 3] for u in self.uids]
         self.flat64, self.weights64 = self.flat.double(), self.weights.double()
 
     def calls(self, est: str) -> dict[str, Callable[[], object]]:
@@ -225,6 +230,30 @@ def print_headline(run: str, ratios: dict[str, float]) -> None:
     )
 
 
+def print_uid_strings(inputs: Inputs, repeats: int) -> None:
+    """verl hands its groups over as uuid strings: corr_grpo on them, and on the same groups
+    as integer ids (the `uids` column)."""
+    est, w = "corr_grpo", inputs.weights
+    strings, ints = inputs.uid_strings, inputs.uids
+    torch.testing.assert_close(
+        compute_advantages(inputs.uids_flat, est, group_index=strings, weights=w),
+        compute_advantages(inputs.uids_flat, est, group_index=ints, weights=w),
+    )
+    t = side_by_side(
+        {
+            "strings": lambda: compute_advantages(
+                inputs.uids_flat, est, group_index=strings, weights=w
+            ),
+            "ints": lambda: compute_advantages(inputs.uids_flat, est, group_index=ints, weights=w),
+        },
+        repeats,
+    )
+    print(
+        f"verl's uid strings: corr_grpo {t['strings'] * 1e3:.2f} ms, on the same groups as "
+        f"integer ids {t['ints'] * 1e3:.2f} ms"
+    )
+
+
 def print_bare(inputs: Inputs, repeats: int) -> None:
     """The floor: each estimator's arithmetic alone (checked against the library first)."""
     dense, w = inputs.dense, inputs.weights
@@ -273,6 +302,7 @@ def main() -> None:
     shuffle = random.Random(0)
     for run in range(1, args.runs + 1):
         print_headline(f"run {run}", headline(inputs, args, shuffle))
+    print_uid_strings(inputs, args.repeats)
     print_bare(inputs, args.repeats)
 
 

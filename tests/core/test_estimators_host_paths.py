@@ -3,6 +3,7 @@ weighted z-score sum) against the general scatter path of accelerators."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -187,3 +188,25 @@ def test_nan_written_into_the_same_tensor_after_a_call_is_seen(dtype: torch.dtyp
         fresh = compute_advantages(rewards.clone(), "corr_grpo", group_index=group_index)
         assert torch.isfinite(again).all()
         torch.testing.assert_close(again, fresh)
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        ["b", "a", "b", "c", "a"],
+        ("only",),
+        np.array(["u2", "u1", "u2"], dtype=object),
+        [3, "3", (1, 2), 3.0, (1, 2)],  # 3 and 3.0 are one key, as in any dict
+        [np.int64(4), torch.tensor(4), 5],  # scalars of NumPy and torch: their values
+        [],
+    ],
+)
+def test_hashable_ids_take_slots_by_first_appearance(ids: object) -> None:
+    slot_of: dict[object, int] = {}
+    expected = [
+        slot_of.setdefault(i.item() if hasattr(i, "item") else i, len(slot_of)) for i in ids
+    ]
+    groups = Groups.from_index(ids)  # type: ignore[arg-type]
+    assert groups.index.dtype == torch.int64
+    assert groups.index.tolist() == expected
+    assert groups.num_slots == max(len(slot_of), 1)

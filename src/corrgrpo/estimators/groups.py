@@ -6,9 +6,9 @@ estimator loops over groups in Python and no group count has to be read back to 
 
 from __future__ import annotations
 
-import array
 import functools
 import math
+import operator
 import threading
 import warnings
 from collections.abc import Hashable, Sequence
@@ -374,7 +374,9 @@ def host_argsort(slots: Tensor, num_slots: int) -> Tensor:
 
 
 def _relabel_hashables(group_index: Sequence[Hashable]) -> tuple[Tensor, int]:
-    """Slots numbered by first appearance; C-level dict and map passes, no Python loop."""
+    """Slots numbered by first appearance; C-level passes, no Python loop: a dict of the
+    distinct ids, then one ``itemgetter`` call looks every id up (a third of the time of a
+    lookup call per id; verl's 8192 uid strings cost about 0.4 ms)."""
     try:
         distinct = dict.fromkeys(group_index)
     except TypeError:  # e.g. 0-d numpy arrays, which the slow path turns into scalars
@@ -390,8 +392,9 @@ def _relabel_hashables(group_index: Sequence[Hashable]) -> tuple[Tensor, int]:
     slot_of = {key: slot for slot, key in enumerate(distinct)}
     if not slot_of:
         return torch.zeros(0, dtype=torch.int64), 1
-    slots_array = array.array("q", map(slot_of.__getitem__, group_index))
-    return torch.frombuffer(slots_array, dtype=torch.int64).clone(), len(slot_of)
+    slots = operator.itemgetter(*group_index)(slot_of)  # one id: its slot, not a tuple
+    slots_array = np.array(slots if len(group_index) > 1 else (slots,), dtype=np.int64)
+    return torch.from_numpy(slots_array), len(slot_of)
 
 
 #: set once torch has made its one-time note about sparse CSR tensors (silenced then)
