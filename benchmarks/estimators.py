@@ -18,7 +18,7 @@ the loop after ragged; ``--fixed-order`` times it that way (the loop then runs a
 two halves of the rounds). A last line times GRPO's and CorrGRPO's bare arithmetic (no
 validation or edge cases, checked against the library first): the floor of their ratio.
 
-    python benchmarks/estimators.py [--repeats 15] [--loop-repeats 3] [--runs 3]
+    python benchmarks/estimators.py [--repeats 15] [--loop-repeats 5] [--runs 3]
         [--run-rounds 25] [--fixed-order]
 """
 
@@ -276,7 +276,7 @@ def main() -> None:
     ap.add_argument("--components", type=int, default=7)
     ap.add_argument("--ragged-sizes", type=int, nargs=2, default=[8, 24], metavar=("MIN", "MAX"))
     ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--loop-repeats", type=int, default=3)
+    ap.add_argument("--loop-repeats", type=int, default=5)
     ap.add_argument("--runs", type=int, default=1, help="runs of the corr_grpo target ratios")
     ap.add_argument("--run-rounds", type=int, default=25, help="rounds in each run")
     ap.add_argument(
