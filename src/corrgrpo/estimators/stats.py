@@ -66,7 +66,7 @@ def forget_nan_free(x: Tensor) -> None:
     NaN into the same tensor before the next call."""
     known = _NAN_FREE.get(id(x))
     if known is not None and known() is x:
-        del _NAN_FREE[id(x)]
+        _NAN_FREE.pop(id(x), None)  # (another thread's call may have ended first)
 
 
 def as_float64(x: Tensor) -> Tensor:
