@@ -141,7 +141,7 @@ def test_corr_grpo_host_path_equals_the_general_path(
     options = dict(group_index=ids, weights=weights, guard=guard, eps=eps, return_stats=True)
     host = compute_advantages(x, "corr_grpo", **options)
     monkeypatch.setattr(corr_grpo, "_scattered_on_host", lambda *args: None)
-    monkeypatch.setattr(corr_grpo, "_is_host_array", lambda x: False)  # torch's division
+    monkeypatch.setattr(corr_grpo, "host_float64", lambda x: False)  # torch's division
     general = compute_advantages(x, "corr_grpo", **options)
     torch.testing.assert_close(host.advantages, general.advantages, rtol=1e-9, atol=1e-12)
     assert set(host.stats) == set(general.stats)

@@ -18,6 +18,7 @@ from corrgrpo.estimators.stats import (
     component_stats,
     finalize,
     has_nan,
+    host_float64,
     record_singletons,
     stabilized_root,
     total_from_components,
@@ -213,24 +214,18 @@ def _divide_by_denominator(
     denominator, gets 0 (as the final zeroing would give it).
     """
     den, triggered = corr_grpo_denominator(q, tot, grpo_eps=grpo_eps, **guarding)
-    if groups.group_size is None and _is_host_array(tot.centered) and _is_host_array(den):
+    if groups.group_size is None and host_float64(den):
         # scattered groups on the host: NumPy's calls cost a fraction of torch's here
         d = den.numpy()
         scorable = np.greater(d, 0.0)  # not 0 (or NaN), and not a group of one
         np.greater(scorable, tot.singleton.numpy(), out=scorable)
-        scale = np.divide(1.0, d, out=np.zeros_like(d), where=scorable)
-        adv = torch.from_numpy(tot.centered.numpy() * scale.take(groups.index.numpy()))
+        scale = torch.from_numpy(np.divide(1.0, d, out=np.zeros_like(d), where=scorable))
     else:
         scale = den.reciprocal().masked_fill_(tot.singleton, 0.0).nan_to_num_(posinf=0.0)
-        adv = tot.centered * groups.expand(scale)
+    adv = tot.centered * groups.expand(scale)
     if guarding["guard"] == "clip":
         adv, triggered = _clip_advantages(adv, tot, groups, guard_max_abs)
     return adv, den, triggered
-
-
-def _is_host_array(x: Tensor) -> bool:
-    """Whether NumPy can work on ``x`` in place of torch: float64 on the host, no autograd."""
-    return x.device.type == "cpu" and x.dtype == torch.float64 and not x.requires_grad
 
 
 def _total_and_component_stats(

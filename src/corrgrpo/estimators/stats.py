@@ -61,11 +61,15 @@ def mark_nan_free(x: Tensor) -> None:
     _NAN_FREE[key] = weakref.ref(x, lambda _: _NAN_FREE.pop(key, None))
 
 
+def _known_nan_free(x: Tensor) -> bool:
+    known = _NAN_FREE.get(id(x))
+    return known is not None and known() is x
+
+
 def forget_nan_free(x: Tensor) -> None:
     """Undo :func:`mark_nan_free` when the call that checked ``x`` ends: the caller may write
     NaN into the same tensor before the next call."""
-    known = _NAN_FREE.get(id(x))
-    if known is not None and known() is x:
+    if _known_nan_free(x):
         _NAN_FREE.pop(id(x), None)  # (another thread's call may have ended first)
 
 
@@ -74,8 +78,7 @@ def as_float64(x: Tensor) -> Tensor:
     if x.dtype == torch.float64:
         return x
     copy = x.to(torch.float64)
-    known = _NAN_FREE.get(id(x))
-    if known is not None and known() is x:
+    if _known_nan_free(x):
         mark_nan_free(copy)
     return copy
 
@@ -85,8 +88,7 @@ def has_nan(x: Tensor) -> bool:
     NaN-aware path always runs, so that no host synchronisation happens."""
     if x.device.type != "cpu":
         return True
-    known = _NAN_FREE.get(id(x))
-    if known is not None and known() is x:
+    if _known_nan_free(x):
         return False
     # a finite sum rules out NaN in one cheap pass; otherwise (NaN, or a sum that overflowed)
     # look element by element
@@ -172,13 +174,17 @@ def _ragged_moments(
     return centered, dev.top + dev.shift, dev.sum_sq, dev.zero_variance
 
 
+def host_float64(x: Tensor) -> bool:
+    """Whether NumPy can work on ``x`` in place of torch: float64 on the host, no autograd."""
+    return x.device.type == "cpu" and x.dtype == torch.float64 and not x.requires_grad
+
+
 def _on_host(x: Tensor) -> bool:
     """Whether the host paths below apply: float64 (N, C) on CPU, outside autograd. The
     sparse products of :func:`_host_ragged_moments` need the samples' order by group (a
     sort, cached with the groups), which a few columns do not repay; one column (a total
     reward) goes to NumPy's segment operations instead."""
-    on_cpu = x.device.type == "cpu" and x.dtype == torch.float64
-    return on_cpu and x.dim() == 2 and not x.requires_grad
+    return host_float64(x) and x.dim() == 2
 
 
 def _host_column_moments(
