@@ -25,6 +25,7 @@ OPTION_SETS: list[dict[str, Any]] = [
     {"guard": "floor", "guard_q_floor": 1.5},
     {"guard": "grpo_std", "guard_q_floor": 1.5, "grpo_eps": 0.2},
     {"corr_weighting": "weights"},
+    {"guard": "shrink"},
 ]
 
 

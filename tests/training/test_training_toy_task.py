@@ -124,3 +124,27 @@ def test_training_toy_evaluate_reports_weighted_total(task: ToyTask) -> None:
     expected = sum(w * metrics[n] for n, w in zip(task.component_names, task.weights, strict=True))
     assert metrics["total"] == pytest.approx(expected)
     assert metrics["correct"] == 0.5
+
+
+def test_noise_judge_is_a_reproducible_fair_coin_that_no_completion_can_learn() -> None:
+    from types import SimpleNamespace
+
+    from corrgrpo.domains.toy.rewards import noise_judge_reward
+
+    task = ToyTask(noise_judge=0.1)
+    judge = task.reward_components()[-1]
+    assert (judge.name, judge.weight) == ("judge", 0.1)
+    completions = ["<a>123</a>!!!"] * 4000  # one completion, scored many times
+    prompts = ["123="] * len(completions)
+    state = SimpleNamespace(global_step=7)
+    values = noise_judge_reward(prompts, completions, trainer_state=state)
+    assert values == noise_judge_reward(prompts, completions, trainer_state=state)
+    assert set(values) == {0.0, 1.0}
+    assert abs(sum(values) / len(values) - 0.5) < 0.03  # a fair coin, whatever the text
+    later = noise_judge_reward(prompts, completions, trainer_state=SimpleNamespace(global_step=8))
+    assert later != values  # a new coin every step
+    best = noise_judge_reward(prompts, ["<a>123</a>!!!"] * 2000, trainer_state=state)
+    worst = noise_judge_reward(prompts, ["garbage"] * 2000, trainer_state=state)
+    assert abs(sum(best) - sum(worst)) / 2000 < 0.05
+    with pytest.raises(ValueError, match="noise_judge must be a positive weight"):
+        ToyTask(noise_judge=0)

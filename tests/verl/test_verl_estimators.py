@@ -9,6 +9,7 @@ import torch
 import corrgrpo
 from corrgrpo.integrations.verl.estimators import ComponentsUnavailableError
 from corrgrpo.integrations.verl.plugin import STATE
+from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 
 NAMES = ["fmt", "syntax", "pass_", "eff"]
 WEIGHTS = [0.05, 0.05, 0.6, 0.2]
@@ -33,6 +34,8 @@ def _components(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def _expected(name, components, uids, weights, response_mask, **kwargs):
+    # the plugin runs an estimator with the trainers' default options (corr_grpo's guard)
+    kwargs = with_trainer_defaults(name, kwargs)
     adv = corrgrpo.compute_advantages(
         torch.tensor(components, dtype=torch.float64),
         name,
@@ -212,6 +215,7 @@ def test_v1_trainer_batch_with_multi_output_sessions(make_algorithm_config):
         "corr_grpo",
         group_index=[uids[i] for i in finals],
         weights=WEIGHTS,
+        **with_trainer_defaults("corr_grpo", {}),
     )
     session_index = {session_of[i]: j for j, i in enumerate(finals)}
     expected = per_session[[session_index[s] for s in session_of]].float().unsqueeze(-1)

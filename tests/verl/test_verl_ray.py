@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import corrgrpo
+from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 
 pytestmark = pytest.mark.slow
 
@@ -119,7 +120,11 @@ def _put_batch(
         [rows[i]["extra_fields"]["reward_extra_info"][n] for i in finals for n in NAMES]
     ).reshape(len(finals), len(NAMES))
     expected_final = corrgrpo.compute_advantages(
-        torch.tensor(comps), "corr_grpo", group_index=[uids[i] for i in finals], weights=WEIGHTS
+        torch.tensor(comps),
+        "corr_grpo",
+        group_index=[uids[i] for i in finals],
+        weights=WEIGHTS,
+        **with_trainer_defaults("corr_grpo", {}),  # the plugin's default guard
     )
     by_session = {keys[i].rsplit("_", 1)[0]: float(expected_final[j]) for j, i in enumerate(finals)}
     expected = np.array([by_session[key.rsplit("_", 1)[0]] for key in keys])

@@ -302,16 +302,18 @@ def _train_entry(plan: dict[str, Any], entry: dict[str, Any], run_dir: Path, con
 
 def entry_settings(base: Any, entry: dict[str, Any]) -> Any:
     """``base`` with one run's estimator, options, seed and sweep setting."""
-    from corrgrpo.training.settings import apply_overrides
+    from corrgrpo.training.settings import apply_overrides, with_estimator_defaults
     from corrgrpo.training.sweep import setting_overrides
 
     swept = setting_overrides(entry.get("setting") or {})
     options = {**entry["options"], **swept.pop("estimator_options", {})}
     settings = apply_overrides(base, swept)
-    return apply_overrides(
+    settings = apply_overrides(
         settings,
         {"estimator": entry["estimator"], "estimator_options": options, "seed": entry["seed"]},
     )
+    # each variant gets the trainers' defaults for what it leaves unset (corr_grpo's guard)
+    return with_estimator_defaults(settings)
 
 
 def report_only(out_dir: Path) -> Path:
@@ -428,7 +430,7 @@ def check_plan(
     estimators = parse_estimators(args.estimators or DEFAULT_ESTIMATORS)
     seeds = parse_seeds(args.seeds or "3")
     sweep = parse_sweep(args.sweep or [])
-    base = resolve_settings(args)
+    base = resolve_settings(args, estimator_defaults=False)
     if base.output_dir is not None:
         raise ValueError("output_dir is chosen per run here; use --output-dir for the comparison")
     for spec in estimators:

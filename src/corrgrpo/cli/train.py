@@ -152,13 +152,16 @@ def add_passthrough_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_settings(args: argparse.Namespace) -> Any:
-    """Defaults <- recipe <- flags <- --set <- options after '--'."""
+def resolve_settings(args: argparse.Namespace, *, estimator_defaults: bool = True) -> Any:
+    """Defaults <- recipe <- flags <- --set <- options after '--', then the trainers' default
+    estimator options for what none of these set (``estimator_defaults=False``: without
+    them, for a comparison whose variants each get their own)."""
     from corrgrpo.training.settings import (
         apply_overrides,
         default_settings,
         describe_device,
         load_recipe,
+        with_estimator_defaults,
     )
 
     recipe = load_recipe(args.recipe) if args.recipe else {}
@@ -168,6 +171,8 @@ def resolve_settings(args: argparse.Namespace) -> Any:
     task = given.get("task", recipe.get("task", "toy"))
     settings = apply_overrides(default_settings(model, task=str(task)), recipe)
     resolved = apply_overrides(settings, given)
+    if estimator_defaults:
+        resolved = with_estimator_defaults(resolved)
     if resolved.model is None:
         return resolved
     return apply_overrides(resolved, {"device": describe_device(resolved)})
@@ -371,6 +376,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     require_extra("trl", "trl", "transformers", "accelerate", purpose="training")
     from corrgrpo.training.preflight import check_settings
+    from corrgrpo.utils.estimator_defaults import guard_in_force
 
     # in a fraction of a second, before torch loads
     check_settings(resume_settings(args) if resume else resolve_settings(args), resume=resume)
@@ -381,12 +387,15 @@ def run(args: argparse.Namespace) -> int:
     settings = resume_settings(args) if resume else resolve_settings(args)
     check_settings(settings, resume=resume)
     console = make_console()
+    guard = guard_in_force(settings.estimator, settings.estimator_options)
+    guard_text = "" if guard is None else f"guard={guard} "
     main = os.environ.get("RANK", "0") == "0"  # torchrun: only the first process reports
     if main:
         console.print(
             f"[bold]corrgrpo train[/bold]{' --resume' if resume else ''}: task={settings.task} "
             f"model={settings.model or 'tiny local model'} estimator={settings.estimator} "
-            f"seed={settings.seed}" + (f" ({settings.device})" if settings.device else "")
+            f"{guard_text}seed={settings.seed}"
+            + (f" ({settings.device})" if settings.device else "")
         )
     result = train(settings, console=console, resume=resume)
     if not result.main_process:

@@ -20,7 +20,11 @@ from torch import Tensor
 
 from corrgrpo.estimators import compute_advantages, list_estimators, validate_inputs
 from corrgrpo.estimators.baselines import GRPO_EPS
-from corrgrpo.estimators.corr_grpo import corr_grpo_denominator, correlation_sum
+from corrgrpo.estimators.corr_grpo import (
+    corr_grpo_denominator,
+    correlation_shrinkage,
+    correlation_sum,
+)
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import check_options
 from corrgrpo.estimators.stats import TotalStats, component_stats, total_stats
@@ -229,8 +233,16 @@ def _c_q(
             if corr_weighting == "absorbed"
             else correlation_sum(x, groups, w, ddof=ddof, corr_weighting=corr_weighting)
         )
+        shrinkage = None
+        if options.get("guard") == "shrink":
+            shrinkage = correlation_shrinkage(
+                x, groups, w, ddof=ddof, corr_weighting=corr_weighting, scorable_count=tot.count
+            )
         den_corr, _ = corr_grpo_denominator(
-            q, tot, **{k: options[k] for k in _DENOMINATOR_OPTIONS if k in options}
+            q,
+            tot,
+            shrinkage=shrinkage,
+            **{k: options[k] for k in _DENOMINATOR_OPTIONS if k in options},
         )
     den_grpo = known.get("grpo_denominator")
     if den_grpo is None:

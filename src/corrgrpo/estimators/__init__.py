@@ -11,7 +11,11 @@ from corrgrpo.estimators.baselines import (
 )
 from corrgrpo.estimators.conditioned import conditioned_rewards, gdpo_conditioned_advantages
 from corrgrpo.estimators.conventions import CONVENTIONS
-from corrgrpo.estimators.corr_grpo import corr_grpo_advantages, correlation_sum
+from corrgrpo.estimators.corr_grpo import (
+    corr_grpo_advantages,
+    correlation_shrinkage,
+    correlation_sum,
+)
 from corrgrpo.estimators.gd2po import conflicting_rollouts, gd2po_advantages
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.rdpo import group_quantile_scores, rdpo_advantages
@@ -37,6 +41,7 @@ __all__ = [
     "conditioned_rewards",
     "conflicting_rollouts",
     "corr_grpo_advantages",
+    "correlation_shrinkage",
     "correlation_sum",
     "dr_grpo_advantages",
     "estimator_info",

@@ -1,4 +1,21 @@
-"""CorrGRPO: GRPO's centred total over a correlation-based denominator."""
+"""CorrGRPO: GRPO's centred total over a correlation-based denominator.
+
+Guards against near-singular groups (docs/math.md, "The guard"). Strongly anti-correlated
+components of unequal weight drive Q towards 0 while the centred total C stays non-zero;
+with ``eps`` = 1e-6 the unguarded |A_i| can reach |C_i| / sqrt(eps) = 1000 |C_i|. What each
+guard guarantees, for a group of n scorable samples with m active components (non-constant,
+non-zero weight); with ddof = 1, |C_i| <= std_g(R) (n - 1) / sqrt(n) in any case:
+
+* ``"floor"``: Q replaced by max(Q, ``guard_q_floor``): |A_i| <= |C_i| / sqrt(floor).
+* ``"grpo_std"``: GRPO's std + ``grpo_eps`` in groups with Q < floor, so |A_i| <=
+  (n - 1) / sqrt(n) there; |C_i| / sqrt(floor) elsewhere.
+* ``"clip"``: |A_i| <= ``guard_max_abs``; within a group the ranking is kept only below it.
+* ``"shrink"``: the correlation matrix shrunk toward the identity with the intensity of
+  :func:`correlation_shrinkage`, set by n and the observed correlations: Q_lambda >=
+  m / (n - 1), so |A_i| <= |C_i| sqrt((n - 1) / m). No threshold to tune; groups of many
+  samples with strong correlations keep most of their Q, and at n = 2 (every |rho| = 1)
+  Q = m.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +42,7 @@ from corrgrpo.estimators.stats import (
     total_stats,
 )
 
-GUARDS = (None, "floor", "grpo_std", "clip")
+GUARDS = (None, "floor", "grpo_std", "clip", "shrink")
 
 
 def correlation_sum(
@@ -57,6 +74,54 @@ def correlation_sum(
         scorable_count = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
     # every z column sums to 0 within its group, so Var(s) is the plain sum of squares
     return groups.sum_of_squares(s) / (scorable_count - ddof).clamp(min=1.0)
+
+
+def correlation_shrinkage(
+    rewards: Tensor,
+    groups: Groups,
+    weights: Tensor,
+    *,
+    ddof: int = 1,
+    corr_weighting: str = "absorbed",
+    scorable_count: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The ``"shrink"`` guard's intensity lambda and target per group slot (docs/math.md,
+    "The guard").
+
+    The group's correlation matrix rho~ is shrunk toward the identity,
+    rho_lambda = (1 - lambda) rho~ + lambda I, over its m active components (non-constant,
+    non-zero weight), so Q_lambda = (1 - lambda) Q + lambda T with T = sum_k s_k**2 (= m for
+    the paper's weighting). The intensity is the Schaefer-Strimmer ratio
+    sum_{j!=k} Var(r_jk) / sum_{j!=k} r_jk**2, with Var(r_jk) taken at its value when the
+    two components are unrelated: E[r**2] = 1 / (n - 1) for n samples, exactly and for any
+    distribution (the permutation distribution of Pearson's r), so
+    lambda = min(1, 1 / ((n - 1) * mean_{j!=k} r_jk**2)). It is 1 when the observed
+    correlations are no larger than unrelated rewards would give (every |r| = 1 at n = 2), and
+    never below 1 / (n - 1): Q_lambda >= T / (n - 1) > 0. Groups with fewer than two active
+    components get lambda = 0 (their Q is already T, or 0 with C = 0).
+    """
+    rewards = as_float64(rewards)
+    cs = component_stats(rewards, groups, ddof)
+    coef = _correlation_coefficients(weights, corr_weighting).to(rewards.dtype)
+    active = ~cs.zero_variance & (coef != 0)  # (S, K)
+    k = rewards.shape[-1]
+    z = cs.standardized(groups)
+    if scorable_count is None:
+        scorable_count = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
+    dof = (scorable_count - ddof).clamp(min=1.0)
+    # (S, K, K): the same correlations Q sums (same z-scores, same divisor)
+    outer = (z.unsqueeze(-1) * z.unsqueeze(-2)).reshape(*z.shape[:-1], k * k)
+    corr = groups.sum(outer).view(-1, k, k) / dof.view(-1, 1, 1)
+    off_diagonal = ~torch.eye(k, dtype=torch.bool, device=rewards.device)
+    pairs = active.unsqueeze(-1) & active.unsqueeze(-2) & off_diagonal
+    pair_count = pairs.sum(dim=(1, 2))
+    mean_square = torch.where(pairs, corr * corr, 0.0).sum(dim=(1, 2)) / pair_count.clamp(min=1)
+    null_square = 1.0 / (scorable_count - 1.0).clamp(min=1.0)
+    # mean_square 0 (exactly unrelated): the ratio is infinite, lambda 1
+    intensity = (null_square / mean_square).nan_to_num(posinf=1.0).clamp(max=1.0)
+    intensity = torch.where(pair_count > 0, intensity, 0.0)
+    target = torch.where(active, coef * coef, 0.0).sum(dim=-1)
+    return intensity, target
 
 
 def _group_table(
@@ -105,6 +170,11 @@ def _correlation_coefficients(weights: Tensor, corr_weighting: str) -> Tensor:
     return weights.abs()
 
 
+def _check_guard(guard: str | None) -> None:
+    if guard not in GUARDS:
+        raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
+
+
 def _check_corr_weighting(corr_weighting: str) -> None:
     if corr_weighting not in ("absorbed", "weights"):
         raise ValueError(f"corr_weighting must be 'absorbed' or 'weights', got {corr_weighting!r}")
@@ -149,11 +219,10 @@ def corr_grpo_advantages(
     internally; singleton groups and all-constant groups get 0; K = 1 gives Q = 1, i.e. plain
     mean-centring. ``normalize=False`` returns the numerator only.
 
-    Near-singularity guard (off by default): strongly anti-correlated components of unequal
-    weight drive Q towards 0 while C stays non-zero. ``guard="floor"`` uses max(Q, floor),
-    ``"grpo_std"`` falls back to GRPO's std + ``grpo_eps`` in groups with Q < floor,
-    ``"clip"`` caps |A| at ``guard_max_abs``. The number of guarded groups is written to
-    ``stats["guard_triggers"]``.
+    ``guard`` ``"floor"``, ``"grpo_std"``, ``"clip"`` or ``"shrink"`` bounds |A| in
+    near-singular groups (each one's bound: the module docstring). Off here, as in the paper;
+    the trainers default to ``"shrink"``. ``stats["guard_triggers"]`` counts the groups it
+    changed (``"shrink"``: raised Q), ``stats["shrinkage"]`` holds lambda per group.
 
     ``conventions="official"`` changes nothing: the official CorrGRPO code
     (``grpo_covariance_coefficient``) already computes these numbers (eps 1e-6 inside the root,
@@ -162,18 +231,22 @@ def corr_grpo_advantages(
     rounding noise of weighted constants into Q).
     """
     is_official(conventions)
-    if guard not in GUARDS:
-        raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
+    _check_guard(guard)
     _check_corr_weighting(corr_weighting)
     tot, q, nan_free = _total_and_q(rewards, groups, weights, ddof, corr_weighting)
     if not normalize:
         record_singletons(stats, tot)
         return tot.centered if nan_free else finalize(tot.centered, tot, groups)
+    shrinkage = (
+        correlation_shrinkage(rewards, groups, weights, ddof=ddof, corr_weighting=corr_weighting)
+        if guard == "shrink"
+        else None
+    )
     guarding = dict(eps=eps, stabilizer=stabilizer, guard=guard, guard_q_floor=guard_q_floor)
     adv, den, triggered = _divide_by_denominator(
-        tot, q, groups, guard_max_abs, grpo_eps, **guarding
+        tot, q, groups, guard_max_abs, grpo_eps, shrinkage=shrinkage, **guarding
     )
-    _record(stats, tot, q, den, triggered)
+    _record(stats, tot, q, den, triggered, shrinkage)
     # without NaN every sample is scorable and the advantages are finite, 0 for groups of one
     return adv if nan_free else finalize(adv, tot, groups)
 
@@ -319,16 +392,24 @@ def corr_grpo_denominator(
     guard: str | None = None,
     guard_q_floor: float = 0.1,
     grpo_eps: float = 1e-4,
+    shrinkage: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """CorrGRPO's per-group denominator from Q, and the groups whose guard replaced it.
 
-    The one place that turns Q into the denominator (eps default, stabilizer, the ``floor``
-    and ``grpo_std`` guards), so :func:`corrgrpo.diagnose` reports the c_q the estimator uses.
-    ``"clip"`` acts on the advantages, not here.
+    The one place that turns Q into the denominator (eps default, stabilizer, the ``floor``,
+    ``grpo_std`` and ``shrink`` guards), so :func:`corrgrpo.diagnose` reports the c_q the
+    estimator uses. ``"shrink"`` needs ``shrinkage``, the (intensity, target) of
+    :func:`correlation_shrinkage`. ``"clip"`` acts on the advantages, not here.
     """
-    if guard not in GUARDS:
-        raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
+    _check_guard(guard)
     eps = 1e-6 if eps is None else eps
+    if guard == "shrink":
+        if shrinkage is None:
+            raise ValueError("guard='shrink' needs the shrinkage (intensity, target) per group")
+        intensity, target = shrinkage
+        shrunk = torch.lerp(q, target, intensity)
+        raised = ~tot.singleton & (tot.std > 0) & (shrunk > q)
+        return stabilized_root(shrunk, eps, stabilizer), raised
     den = stabilized_root(q, eps, stabilizer)
     triggered = torch.zeros(q.shape, dtype=torch.bool, device=q.device)
     if guard in ("floor", "grpo_std"):
@@ -342,10 +423,17 @@ def corr_grpo_denominator(
 
 
 def _record(
-    stats: dict[str, Any] | None, tot: TotalStats, q: Tensor, den: Tensor, triggered: Tensor
+    stats: dict[str, Any] | None,
+    tot: TotalStats,
+    q: Tensor,
+    den: Tensor,
+    triggered: Tensor,
+    shrinkage: tuple[Tensor, Tensor] | None,
 ) -> None:
     if stats is None:
         return
     record_singletons(stats, tot)
     stats["q"], stats["total_std"], stats["corr_denominator"] = q, tot.std, den
     stats["guard_triggers"] = triggered.sum()
+    if shrinkage is not None:
+        stats["shrinkage"] = shrinkage[0]

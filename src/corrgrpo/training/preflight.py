@@ -61,7 +61,7 @@ ESTIMATOR_OPTIONS: dict[str, dict[str, OptionSpec]] = {
         "stabilizer": _STABILIZER,
         "corr_weighting": OptionSpec("absorbed", ("absorbed", "weights")),
         "normalize": OptionSpec(True, "bool"),
-        "guard": OptionSpec(None, (None, "floor", "grpo_std", "clip")),
+        "guard": OptionSpec(None, (None, "floor", "grpo_std", "clip", "shrink")),
         "guard_q_floor": OptionSpec(0.1, "positive"),
         "guard_max_abs": OptionSpec(5.0, "positive"),
         "grpo_eps": OptionSpec(1e-4, "non-negative"),

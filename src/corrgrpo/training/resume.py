@@ -23,6 +23,7 @@ from corrgrpo.training.checkpoints import (
 )
 from corrgrpo.training.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
 from corrgrpo.training.settings import RunSettings
+from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 
 #: run settings that may differ on resume: they change where or how fast, not what is computed
 _FREE_ON_RESUME = ("output_dir", "runs_root", "threads")
@@ -46,7 +47,21 @@ def load_run_settings(folder: str | Path) -> RunSettings:
             "resume it with the corrgrpo version that started it"
         )
     settings = RunSettings(**stored)
-    return dataclasses.replace(settings, output_dir=str(path))
+    return dataclasses.replace(
+        settings, output_dir=str(path), estimator_options=_as_started(settings)
+    )
+
+
+def _as_started(settings: RunSettings) -> dict[str, Any]:
+    """The estimator options the run started with. A folder written before the trainers
+    defaulted ``corr_grpo`` to a guard names none and ran unguarded: it goes on unguarded
+    (new folders record the guard in force, so this leaves them as they are)."""
+    options = dict(settings.estimator_options)
+    started = with_trainer_defaults(settings.estimator, {})
+    if options.get("conventions") != "official":
+        for key in started:
+            options.setdefault(key, None)
+    return options
 
 
 def conflicts(stored: RunSettings, overrides: Mapping[str, Any]) -> list[str]:

@@ -35,6 +35,7 @@ from corrgrpo.training.defaults import (
     TOY_TRAINER_DEFAULTS,
     TRL_DEFAULTS,
 )
+from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 
 # Trainer options that corrgrpo's own checkpoints replace (run setting that does it instead).
 CHECKPOINT_OPTIONS: dict[str, str] = {
@@ -190,6 +191,16 @@ def apply_overrides(settings: RunSettings, overrides: Mapping[str, Any]) -> RunS
         else:
             data[key] = value
     return RunSettings(**data)
+
+
+def with_estimator_defaults(settings: RunSettings) -> RunSettings:
+    """``settings`` with the trainers' default estimator options filled in
+    (:mod:`corrgrpo.utils.estimator_defaults`: ``guard="shrink"`` for ``corr_grpo``), so that
+    ``config.json`` and the run header name what the run uses."""
+    options = with_trainer_defaults(settings.estimator, settings.estimator_options)
+    if options == settings.estimator_options:
+        return settings
+    return dataclasses.replace(settings, estimator_options=options)
 
 
 def parse_value(text: str) -> Any:

@@ -3,6 +3,7 @@ pays and why): the batch reward callables, their table and default weights."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -81,6 +82,24 @@ def brevity_reward(
     for c, t in zip(completions, _targets(completions, target), strict=True):
         extra = len(completion_text(c).strip()) - len(f"<a>{t}</a>")
         out.append(min(1.0, max(0.0, 1.0 - max(extra, 0) / BREVITY_SLACK)))
+    return out
+
+
+def noise_judge_reward(
+    prompts: Any, completions: Sequence[Any], trainer_state: Any = None, **_: Any
+) -> list[float]:
+    """A judge that cannot tell completions apart: 0 or 1 by a fair coin per sample.
+
+    The coin is a hash of the training step, the sample's place in the batch, its prompt and
+    its completion, so a run is reproducible (and resumes with the same values) while no
+    completion scores better than another on average: nothing in it can be learnt.
+    """
+    step = getattr(trainer_state, "global_step", -1)
+    prompt_list = list(prompts) if prompts is not None else [None] * len(completions)
+    out = []
+    for i, (prompt, completion) in enumerate(zip(prompt_list, completions, strict=False)):
+        key = f"{step}|{i}|{completion_text(prompt)}|{completion_text(completion)}"
+        out.append(float(hashlib.blake2b(key.encode(), digest_size=1).digest()[0] & 1))
     return out
 
 

@@ -82,11 +82,15 @@ class ToyTask(Task):
         seed: int = 0,
         weight_scale: str | None = None,
         duplicate: str | None = None,
+        noise_judge: float | None = None,
     ) -> None:
         """``weight_scale="emphasis:10"`` multiplies one component's weight (several:
         ``"emphasis:10+brevity:0.1"``); ``duplicate="emphasis"`` adds a second, identical copy
         of a component (``emphasis_copy``, same weight). Both exist to measure how an
-        estimator follows the reward weights."""
+        estimator follows the reward weights. ``noise_judge=W`` adds a seventh component,
+        ``judge``, of weight W that is a fair coin per sample
+        (:func:`~corrgrpo.domains.toy.rewards.noise_judge_reward`): a judge too noisy to
+        tell completions apart, to measure how much each estimator lets pure noise steer."""
         if not isinstance(num_eval, int) or not 1 <= num_eval < 10**CODE_DIGITS:
             raise ValueError(f"num_eval must be an integer in 1..999, got {num_eval!r}")
         self.num_eval = num_eval
@@ -99,6 +103,11 @@ class ToyTask(Task):
                     f"toy task has no reward component {name!r} (components: {', '.join(names)})"
                 )
         self.duplicate = duplicate
+        if noise_judge is not None and not (
+            isinstance(noise_judge, (int, float)) and math.isfinite(noise_judge) and noise_judge > 0
+        ):
+            raise ValueError(f"noise_judge must be a positive weight, got {noise_judge!r}")
+        self.noise_judge = None if noise_judge is None else float(noise_judge)
 
     # -- data -------------------------------------------------------------------------
     def rows(self, split: str = "train") -> list[dict[str, Any]]:
@@ -131,6 +140,10 @@ class ToyTask(Task):
                 RewardComponent(
                     f"{original.name}_copy", separate_function(original.fn), original.weight
                 )
+            )
+        if self.noise_judge is not None:
+            components.append(
+                RewardComponent("judge", rewards.noise_judge_reward, self.noise_judge)
             )
         return components
 

@@ -10,6 +10,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from corrgrpo.estimators.registry import check_options
+from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 from corrgrpo.utils.reward_faults import DEFAULT_REWARD_ERROR_THRESHOLD, check_threshold
 
 # Keys accepted by ``dynamic_sampling_key`` besides a reward function's name.
@@ -35,7 +36,10 @@ class CorrGRPOConfig(GRPOConfig):
         advantage_ddof: divisor ``n - ddof`` of every sample statistic (1 = Bessel, as in TRL).
         estimator_options: extra keyword options of the estimator, e.g.
             ``{"stabilizer": "outside", "guard": "floor"}`` for corr_grpo; a JSON string is
-            accepted (command line).
+            accepted (command line). Options left unset get the trainers' defaults
+            (:mod:`corrgrpo.utils.estimator_defaults`): ``corr_grpo`` runs with
+            ``guard="shrink"`` unless ``guard`` is given (``None``: the paper's unguarded
+            formula) or ``conventions="official"``.
         dynamic_sampling_key: DAPO-style dynamic sampling. ``None`` (default) disables it;
             otherwise the name of a reward function, ``"total"`` (the weighted total) or ``"all"``
             (every component). Groups that are constant in that key get zero weight in the loss
@@ -71,7 +75,8 @@ class CorrGRPOConfig(GRPOConfig):
     estimator_options: dict[str, Any] | str | None = field(
         default=None,
         metadata={
-            "help": 'Extra estimator options as a dict or JSON string, e.g. \'{"guard": "floor"}\'.'
+            "help": 'Extra estimator options as a dict or JSON string, e.g. \'{"guard": "floor"}\'. '
+            "corr_grpo runs with guard 'shrink' unless guard is given (null: unguarded)."
         },
     )
     dynamic_sampling_key: str | None = field(
@@ -119,6 +124,9 @@ class CorrGRPOConfig(GRPOConfig):
             raise TypeError(
                 f"estimator_options must be a dict, got {type(self.estimator_options).__name__}"
             )
+        self.estimator_options = with_trainer_defaults(
+            self.advantage_estimator, self.estimator_options
+        )
         check_options(self.advantage_estimator, self.estimator_options)
         self.reward_error_threshold = check_threshold(self.reward_error_threshold)
         if not isinstance(self.advantage_ddof, int) or self.advantage_ddof < 0:

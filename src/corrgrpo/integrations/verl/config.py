@@ -10,7 +10,8 @@ a sub-section of it::
         weights: [0.05, 0.05, 0.05, 0.25, 0.60, 0.30, 0.20]
         eps: null        # the estimator's own default
         ddof: 1
-        options: {}      # estimator options, e.g. {stabilizer: outside, guard: floor}
+        options: {}      # estimator options, e.g. {stabilizer: outside, guard: floor};
+                         # corr_grpo runs with guard: shrink unless a guard is named here
         reward_error_threshold: 0.1   # stop when the reward function fails on more of a batch
 
 On the command line the section is new to verl's schema, so it takes Hydra's ``+`` prefix:

@@ -25,6 +25,7 @@ import torch
 from corrgrpo.integrations.verl.config import SECTION, CorrGRPOVerlConfig
 from corrgrpo.integrations.verl.context import ComponentBatch, current_components
 from corrgrpo.integrations.verl.rewards import REWARD_ERROR_KEY, REWARD_FUNCTION
+from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 from corrgrpo.utils.reward_faults import RewardFunctionError, stop_message, too_many
 
 PREFIX = "corrgrpo_"
@@ -183,10 +184,11 @@ def check_reward_errors(
 def _resolve_estimator(
     name: str, cfg: CorrGRPOVerlConfig, config: Any
 ) -> tuple[str, dict[str, Any]]:
-    """Apply verl's ``norm_adv_by_std_in_grpo`` switch and check the options."""
+    """Apply verl's ``norm_adv_by_std_in_grpo`` switch and the trainers' default options
+    (``corr_grpo``: ``guard="shrink"`` unless ``options`` names a guard), and check them."""
     from corrgrpo.estimators.registry import estimator_info, list_estimators
 
-    options = dict(cfg.options)
+    options = with_trainer_defaults(name, cfg.options)
     scale = _config_get(config, "norm_adv_by_std_in_grpo", True)
     if scale is False:
         # verl's switch for the unscaled (Dr.GRPO) numerator: the registry names the variant
