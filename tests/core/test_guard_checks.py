@@ -46,7 +46,9 @@ def test_guard_study_counts_collapsed_runs_and_spikes(tmp_path: Path, capsys) ->
             "end": {"format": fmt, "judge": 0.5, "total": fmt + 0.05},
         }
         (folder / "summary.json").write_text(json.dumps(summary))
-        lines = [{"step": i + 1, "corrgrpo/advantage_abs_mean": a} for i, a in enumerate(advantages)]
+        lines = [
+            {"step": i + 1, "corrgrpo/advantage_abs_mean": a} for i, a in enumerate(advantages)
+        ]
         (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
         runs.append({"label": "v", "folder": folder.name, "setting": {}, "seed": seed})
     (tmp_path / "plan.json").write_text(json.dumps({"runs": runs}))
