@@ -1,5 +1,5 @@
 """CorrGRPO's ``guard="shrink"`` on hand-worked groups, and the bounds each guard promises
-(docs/math.md, "The guard")."""
+(docs/estimators.md, "The guard")."""
 
 from __future__ import annotations
 

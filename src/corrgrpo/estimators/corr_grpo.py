@@ -1,6 +1,6 @@
 """CorrGRPO: GRPO's centred total over a correlation-based denominator.
 
-Guards against near-singular groups (docs/math.md, "The guard"). Strongly anti-correlated
+Guards against near-singular groups (docs/estimators.md, "The guard"). Strongly anti-correlated
 components of unequal weight drive Q towards 0 while the centred total C stays non-zero;
 with ``eps`` = 1e-6 the unguarded |A_i| can reach |C_i| / sqrt(eps) = 1000 |C_i|. What each
 guard guarantees, for a group of n scorable samples with m active components (non-constant,
@@ -85,7 +85,7 @@ def correlation_shrinkage(
     corr_weighting: str = "absorbed",
     scorable_count: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The ``"shrink"`` guard's intensity lambda and target per group slot (docs/math.md,
+    """The ``"shrink"`` guard's intensity lambda and target per group slot (docs/estimators.md,
     "The guard").
 
     The group's correlation matrix rho~ is shrunk toward the identity,
