@@ -93,3 +93,14 @@ def test_verl_plugin_defaults_to_the_guard() -> None:
     cfg = CorrGRPOVerlConfig(options={"guard": None})
     assert _resolve_estimator("corr_grpo", cfg, {})[1] == {"guard": None}
     assert _resolve_estimator("grpo", CorrGRPOVerlConfig(), {})[1] == {}
+
+
+def test_compare_names_the_default_guard_of_a_variant_that_names_none() -> None:
+    from corrgrpo.cli.compare import _guard_note
+
+    assert _guard_note({"estimator": "corr_grpo", "options": {}, "label": "corr_grpo"}) == (
+        " (guard=shrink)"
+    )
+    named = {"estimator": "corr_grpo", "options": {"guard": None}, "label": "corr_grpo:guard=null"}
+    assert _guard_note(named) == ""
+    assert _guard_note({"estimator": "grpo", "options": {}, "label": "grpo"}) == ""

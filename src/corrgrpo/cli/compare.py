@@ -237,13 +237,22 @@ def run_plan(out_dir: Path, plan: dict[str, Any], console: Any = None) -> Path:
         if console is not None:
             at = f" {setting_label(entry['setting'])}" if entry.get("setting") else ""
             console.print(
-                f"[bold]run {index}/{len(runs)}[/bold]: estimator={entry['label']}{at} "
-                f"seed={entry['seed']}"
+                f"[bold]run {index}/{len(runs)}[/bold]: estimator={entry['label']}"
+                f"{_guard_note(entry)}{at} seed={entry['seed']}"
             )
         if not _run_entry(out_dir, plan, entry, console):
             return out_dir / "report.md"  # torchrun: the first process writes the report
         write_plan(out_dir, plan)
     return report_only(out_dir)
+
+
+def _guard_note(entry: dict[str, Any]) -> str:
+    """`` (guard=shrink)`` for a corr_grpo variant that does not name its guard itself."""
+    from corrgrpo.utils.estimator_defaults import guard_in_force, with_trainer_defaults
+
+    options = with_trainer_defaults(entry["estimator"], entry["options"])
+    guard = guard_in_force(entry["estimator"], options)
+    return "" if guard is None or "guard=" in entry["label"] else f" (guard={guard})"
 
 
 def _finished(out_dir: Path, entry: dict[str, Any]) -> bool:
