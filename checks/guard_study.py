@@ -8,6 +8,7 @@ worst advantage spike (max over steps of ``corrgrpo/advantage_abs_mean`` over it
 the largest over the seeds) and the guard's triggers per step. A Markdown table per folder::
 
     python checks/guard_study.py runs/study/guard-weights runs/study/guard-lr
+    python checks/guard_study.py --pool runs/study/smollm2-a runs/study/smollm2-b
 """
 
 from __future__ import annotations
@@ -54,19 +55,21 @@ def run_row(folder: Path, without: str | None) -> dict[str, Any] | None:
     }
 
 
-def folder_table(compare_dir: Path, without: str | None) -> list[str]:
-    plan = json.loads((compare_dir / "plan.json").read_text())
+def folder_table(compare_dirs: list[Path], without: str | None) -> list[str]:
+    """One table over the runs of ``compare_dirs`` (several folders: their seeds pooled)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for entry in plan["runs"]:
-        row = run_row(compare_dir / entry["folder"], without)
-        if row is None:
-            continue
-        setting = ", ".join(f"{k}={v}" for k, v in (entry.get("setting") or {}).items())
-        groups[(entry["label"], setting or "-")].append(row)
+    for compare_dir in compare_dirs:
+        plan = json.loads((compare_dir / "plan.json").read_text())
+        for entry in plan["runs"]:
+            row = run_row(compare_dir / entry["folder"], without)
+            if row is None:
+                continue
+            setting = ", ".join(f"{k}={v}" for k, v in (entry.get("setting") or {}).items())
+            groups[(entry["label"], setting or "-")].append(row)
     head = "| variant | setting | runs | collapsed | total | "
     head += f"total without {without} | " if without else ""
     lines = [
-        f"### {compare_dir}",
+        "### " + " + ".join(str(d) for d in compare_dirs),
         "",
         head + "worst spike (max/median mean abs A) | guard triggers/step |",
         "|---|---|---:|---:|---:|" + ("---:|" if without else "") + "---:|---:|",
@@ -94,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", type=Path, help="comparison folders (plan.json)")
     parser.add_argument("--without", help="also report the total without this component")
+    parser.add_argument(
+        "--pool",
+        action="store_true",
+        help="one table over all folders (seeds of the same study run in several folders)",
+    )
     args = parser.parse_args(argv)
     for folder in args.folders:
         if not (folder / "plan.json").is_file():
@@ -101,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"guard_study: {folder} is not a comparison folder (no plan.json)", file=sys.stderr
             )
             return 2
-        print("\n".join(folder_table(folder, args.without)))
+    tables = [args.folders] if args.pool else [[folder] for folder in args.folders]
+    for folders in tables:
+        print("\n".join(folder_table(folders, args.without)))
         print()
     return 0
 

@@ -60,3 +60,25 @@ def test_guard_study_counts_collapsed_runs_and_spikes(tmp_path: Path, capsys) ->
     assert row[6] == "50.0"  # 5.0 over the median 0.1
     with pytest.raises(SystemExit):
         study.main([])
+
+
+def test_guard_study_pools_seeds_across_folders(tmp_path: Path, capsys) -> None:
+    study = load("guard_study")
+    folders = []
+    for seed, total in enumerate([0.8, 0.6]):
+        compare_dir = tmp_path / f"part{seed}"
+        run = compare_dir / f"v-s{seed}"
+        run.mkdir(parents=True)
+        summary = {"components": ["format"], "end": {"format": 0.9, "total": total}}
+        (run / "summary.json").write_text(json.dumps(summary))
+        (run / "metrics.jsonl").write_text('{"step": 1, "corrgrpo/advantage_abs_mean": 0.1}\n')
+        plan = {"runs": [{"label": "v", "folder": run.name, "setting": {}, "seed": seed}]}
+        (compare_dir / "plan.json").write_text(json.dumps(plan))
+        folders.append(str(compare_dir))
+    assert study.main(folders) == 0
+    separate = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| v ")]
+    assert [cells(line)[2] for line in separate] == ["1", "1"]
+    assert study.main(["--pool", *folders]) == 0
+    pooled = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| v ")]
+    assert len(pooled) == 1 and cells(pooled[0])[2] == "2"
+    assert cells(pooled[0])[4].startswith("0.700")
