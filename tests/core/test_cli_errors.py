@@ -177,3 +177,27 @@ def test_cli_bug_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli, "_run", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         cli.main(["analyze"])
+
+
+def test_cli_output_into_a_closed_pipe_stops_quietly(tmp_path: Path) -> None:
+    """``corrgrpo ... | head``: the reader leaves; no traceback, the shell's 141."""
+    from corrgrpo.domains.tools.data import load_rlla
+
+    data = Path(__file__).parents[1] / "fixtures" / "tools" / "rlla_slice.json"
+    predictions = tmp_path / "p.jsonl"
+    rows = load_rlla(data)
+    predictions.write_text(
+        "".join(json.dumps({"completion": r["ground_truth"]}) + "\n" for r in rows)
+    )
+    command = [sys.executable, "-m", "corrgrpo.cli", "eval", "tools", "--data", str(data)]
+    command += ["--predictions", str(predictions), "--json"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte is written
+    try:
+        done = subprocess.run(
+            command, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == 141

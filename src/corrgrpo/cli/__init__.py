@@ -90,12 +90,35 @@ def _run(argv: list[str]) -> int:
     return int(args.func(args) or 0)
 
 
+CLOSED_PIPE_STATUS = 141  # 128 + SIGPIPE: what a shell tool reports when its reader left
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout left (``| head``): stop quietly, like a shell tool.
+
+    stdout is pointed at /dev/null so the interpreter's final flush of what is still
+    buffered cannot raise a second time on the way out.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (a test's buffer)
+        pass
+    finally:
+        os.close(devnull)
+    return CLOSED_PIPE_STATUS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for bad input, 130 after Ctrl-C)."""
+    """Run the command line; returns the exit status (2 for bad input, 130 after Ctrl-C, 141 when its reader left)."""
     argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     prefix = _prefix(argv)
     try:
-        return _run(argv)
+        status = _run(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return status
+    except BrokenPipeError:
+        return _closed_pipe()
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
         return 130
