@@ -17,6 +17,7 @@ pytest.importorskip("trl")
 
 from corrgrpo.cli import main  # noqa: E402
 from corrgrpo.training import run as run_module  # noqa: E402
+from corrgrpo.utils.command import cli_command
 
 BUDGET = [
     "--max-steps", "2", "--threads", "1",
@@ -55,7 +56,7 @@ def test_a_failed_run_is_recorded_the_study_continues_and_resume_reruns_it(
     assert trained == ["corr_grpo-s0", "grpo-s0", "corr_grpo-s1", "grpo-s1"]
     printed = capsys.readouterr().out
     assert "run grpo-s0 failed: RuntimeError: CUDA error: out of memory" in printed
-    assert f"rerun them with: corrgrpo compare --resume {out}" in printed
+    assert f"rerun them with: {cli_command()} compare --resume {out}" in printed
     plan = json.loads((out / "plan.json").read_text())
     status = {r["folder"]: (r["status"], r["reason"]) for r in plan["runs"]}
     assert status["grpo-s0"] == ("failed", "RuntimeError: CUDA error: out of memory")
@@ -98,7 +99,7 @@ def test_an_interrupted_comparison_resumes_its_run_from_the_checkpoint(
     assert main(argv) == 130
     err = capsys.readouterr().err.strip()
     assert "stopped by SIGINT after step 2" in err
-    assert err.endswith(f"resume with: corrgrpo compare --resume {out}")
+    assert err.endswith(f"resume with: {cli_command()} compare --resume {out}")
     plan = json.loads((out / "plan.json").read_text())
     assert [r["status"] for r in plan["runs"]] == ["interrupted", "pending"]
 

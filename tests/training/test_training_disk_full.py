@@ -19,6 +19,7 @@ pytest.importorskip("trl")
 
 from corrgrpo.cli import main  # noqa: E402
 from corrgrpo.training.checkpoints import STAGING_DIR, list_checkpoints, problem_with  # noqa: E402
+from corrgrpo.utils.command import cli_command
 
 FREE_BYTES = 1_600_000
 BUDGET = [
@@ -71,7 +72,7 @@ def test_a_full_disk_stops_the_run_and_keeps_the_previous_checkpoint(
     assert message.startswith(f"corrgrpo train: saving checkpoint 2 in {run} failed (")
     assert "no space left on device" in message
     assert message.endswith(
-        f"checkpoint-1 is intact; free space, then resume with: corrgrpo train --resume {run}"
+        f"checkpoint-1 is intact; free space, then resume with: {cli_command()} train --resume {run}"
     )
     assert [c.step for c in list_checkpoints(run)] == [1]
     assert problem_with(list_checkpoints(run)[0].path) is None

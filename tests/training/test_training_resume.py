@@ -32,6 +32,7 @@ pytest.importorskip("trl")
 
 from corrgrpo.cli import main  # noqa: E402
 from corrgrpo.training.checkpoints import list_checkpoints, problem_with  # noqa: E402
+from corrgrpo.utils.command import cli_command
 
 STEPS = 6
 SMALL = [
@@ -160,7 +161,7 @@ def test_sigterm_saves_at_the_step_boundary_and_exits_143(
     assert "SIGTERM received: saving a checkpoint at the next step boundary" in out
     last = err.strip().splitlines()[-1]
     assert last.startswith("corrgrpo train: stopped by SIGTERM after step ")
-    assert last.endswith(f"resume with: corrgrpo train --resume {folder}")
+    assert last.endswith(f"resume with: {cli_command()} train --resume {folder}")
     step = int(last.split("after step ")[1].split(",")[0])
     assert list_checkpoints(folder)[-1].step == step and step < STEPS
     assert main(["train", "--resume", str(folder)]) == 0
@@ -199,7 +200,7 @@ def test_ctrl_c_saves_at_the_step_boundary_and_exits_130(
     assert "SIGINT received: saving a checkpoint at the next step boundary" in out
     assert err.strip() == (
         f"corrgrpo train: stopped by SIGINT after step 3, checkpoint saved in "
-        f"{folder / 'checkpoints' / 'checkpoint-3'}; resume with: corrgrpo train --resume {folder}"
+        f"{folder / 'checkpoints' / 'checkpoint-3'}; resume with: {cli_command()} train --resume {folder}"
     )
     assert [c.step for c in list_checkpoints(folder)] == [2, 3]  # the newest 2 are kept
     assert main(["train", "--resume", str(folder)]) == 0

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from corrgrpo.cli.train import add_passthrough_argument, add_run_arguments, resolve_settings
+from corrgrpo.utils.command import cli_command
 
 DEFAULT_ESTIMATORS = "corr_grpo,grpo,gdpo"
 PLAN_FILE = "plan.json"
@@ -274,7 +275,7 @@ def _run_entry(out_dir: Path, plan: dict[str, Any], entry: dict[str, Any], conso
         entry.update(status="interrupted", reason=type(stop).__name__)
         write_plan(out_dir, plan)
         if isinstance(stop, TrainingInterrupted):
-            stop.resume_command = f"corrgrpo compare --resume {out_dir}"
+            stop.resume_command = f"{cli_command()} compare --resume {out_dir}"
         raise
     except Exception as error:  # noqa: BLE001 - one failed run does not end the study
         reason = one_line_message(error) or f"{type(error).__name__}: {error}"
@@ -522,7 +523,7 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         console.print(
             f"{len(failed)} of {len(plan['runs'])} runs failed ({', '.join(failed)}); "
-            f"rerun them with: corrgrpo compare --resume {out_dir}"
+            f"rerun them with: {cli_command()} compare --resume {out_dir}"
         )
         return 1
     return 0

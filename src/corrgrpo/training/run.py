@@ -36,6 +36,7 @@ from corrgrpo.training.resume import RunState, load_run_settings, resume_point
 from corrgrpo.training.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
 from corrgrpo.training.settings import RunSettings, build_trainer_config, checkpoint_period
 from corrgrpo.training.stopping import StopRequest, TrainingInterrupted
+from corrgrpo.utils.command import cli_command
 
 DEFAULT_WARM_START_STEPS = 200
 
@@ -447,7 +448,7 @@ def _fit(setup: _Setup, trainer: Any, saver: Any, checkpoint: Checkpoint | None)
             " ".join(
                 f"saving checkpoint {saver.saving_step or trainer.state.global_step} in "
                 f"{setup.run.path} failed ({what}); {kept}; free space, then resume with: "
-                f"corrgrpo train --resume {setup.run.path}".split()
+                f"{cli_command()} train --resume {setup.run.path}".split()
             )
         ) from error
     if saver.stopped_at is not None:

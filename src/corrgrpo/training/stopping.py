@@ -16,6 +16,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from corrgrpo.utils.command import cli_command
+
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -36,7 +38,7 @@ class TrainingInterrupted(Exception):
         self.checkpoint = checkpoint
         self.step = step
         #: what to run to continue; ``corrgrpo compare`` replaces it with its own command
-        self.resume_command = f"corrgrpo train --resume {self.run_path}"
+        self.resume_command = f"{cli_command()} train --resume {self.run_path}"
         super().__init__()
 
     def __str__(self) -> str:
