@@ -129,8 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         print(f"{prefix}: {flatten(message)}", file=sys.stderr)
-        status = getattr(error, "exit_status", None)
-        return status if isinstance(status, int) else 2
+        exit_status = getattr(error, "exit_status", None)
+        return exit_status if isinstance(exit_status, int) else 2
 
 
 if __name__ == "__main__":  # pragma: no cover
