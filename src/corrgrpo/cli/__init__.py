@@ -110,7 +110,10 @@ def _closed_pipe() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for bad input, 130 after Ctrl-C, 141 when its reader left)."""
+    """Run the command line; returns the exit status.
+
+    2 for bad input, 130 after Ctrl-C, 141 when the reader of its output left.
+    """
     argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     prefix = _prefix(argv)
     try:
