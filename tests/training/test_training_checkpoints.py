@@ -249,3 +249,34 @@ def test_when_the_callback_asks_for_a_checkpoint(monkeypatch: pytest.MonkeyPatch
     assert asks(by_time, 5) == (False, False) and asks(by_time, 6) == (True, True)
     assert by_time.stopped_at == 6 and by_time.saving_step == 6
     assert asks(by_time, 10) == (False, False)  # the last step: the run finishes instead
+
+
+def test_only_the_tied_weights_warning_of_a_resume_is_silenced() -> None:
+    """transformers warns that a checkpoint lacks lm_head.weight; for a tied output layer
+    that is by design (saved once) and the warning is dropped. Any other name still warns."""
+    import logging
+
+    from corrgrpo.models.tiny import build_tiny_model_and_tokenizer
+    from corrgrpo.training.run import _quiet_tied_weights_warning
+    from corrgrpo.training.stage import tied_aliases
+
+    model, _ = build_tiny_model_and_tokenizer(seed=0)
+    assert tied_aliases(model) == {"lm_head.weight"}
+    logger = logging.getLogger("transformers.trainer")  # transformers does not propagate
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    message = "There were missing keys in the checkpoint model loaded: {}."
+    logger.addHandler(handler)
+    try:
+        with _quiet_tied_weights_warning(model):
+            logger.warning(message.format(["lm_head.weight"]))
+            logger.warning(message.format(["lm_head.weight", "model.norm.weight"]))
+        logger.warning(message.format(["lm_head.weight"]))  # outside a resume: as it is
+    finally:
+        logger.removeHandler(handler)
+    shown = [record.getMessage() for record in records]
+    assert shown == [
+        message.format(["lm_head.weight", "model.norm.weight"]),
+        message.format(["lm_head.weight"]),
+    ]

@@ -39,7 +39,9 @@ def test_training_code_recipe_resolves_to_the_paper_settings(capsys) -> None:
 
 
 def test_training_tools_recipe_resolves_to_the_paper_settings(capsys) -> None:
-    report = dry_run(capsys, "--recipe", str(RECIPES / "tools.yaml"))
+    rlla = Path(__file__).parents[1] / "fixtures" / "tools" / "rlla_slice.json"
+    source = ["--task-option", f"source={rlla}"]  # the recipe leaves the data to the user
+    report = dry_run(capsys, "--recipe", str(RECIPES / "tools.yaml"), *source)
     assert report["effective"]["prompts_per_step"] == 128
     assert report["trainer"]["num_generations"] == 4
     assert report["trainer"]["beta"] == 0.0

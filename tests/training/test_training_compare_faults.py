@@ -112,6 +112,47 @@ def test_an_interrupted_comparison_resumes_its_run_from_the_checkpoint(
     assert "2 of 2 runs finished" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
+def test_a_stop_in_a_runs_final_evaluation_keeps_its_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM after the last step ("150/150"): compare --resume evaluates that run, trains
+    the next one, and the report matches a comparison that was never stopped."""
+    from corrgrpo.integrations.trl import CorrGRPOTrainer
+    from corrgrpo.training import policy_eval
+
+    argv = [*STUDY, "--seeds", "1", *BUDGET]
+    assert main([*argv, "--output-dir", str(tmp_path / "whole")]) == 0
+    capsys.readouterr()
+    out, original, calls = tmp_path / "cmp", policy_eval.evaluate_policy, []
+
+    def evaluate(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:  # the first run's final evaluation
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(policy_eval, "evaluate_policy", evaluate)
+        assert main([*argv, "--output-dir", str(out)]) == 143
+    err = capsys.readouterr().err.strip()
+    assert "during the final evaluation; training is finished" in err
+    assert err.endswith(f"resume with: {cli_command()} compare --resume {out}")
+    trained = patched_train(monkeypatch, {})
+    real_train = CorrGRPOTrainer.train
+
+    def train_once(self: Any, *args: Any, **kwargs: Any) -> Any:
+        trained.append("trainer")
+        return real_train(self, *args, **kwargs)
+
+    monkeypatch.setattr(CorrGRPOTrainer, "train", train_once)
+    assert main(["compare", "--resume", str(out)]) == 0
+    assert trained == ["corr_grpo-s0 (resumed)", "grpo-s0", "trainer"]  # one RL training
+    ours = json.loads((out / "results.json").read_text())["final"]
+    theirs = json.loads((tmp_path / "whole" / "results.json").read_text())["final"]
+    assert ours == theirs
+
+
 def test_resume_keeps_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cmp"
     out.mkdir()

@@ -107,17 +107,38 @@ def test_preflight_precision_follows_the_device(monkeypatch: pytest.MonkeyPatch)
     assert gpu.device is not None and "GPU found" in gpu.device
 
 
-def test_preflight_bf16_without_gpu_fails_the_run_and_notes_the_dry_run(
-    monkeypatch: pytest.MonkeyPatch,
+def test_preflight_bf16_without_gpu_fails_the_run_and_the_dry_run_alike(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The dry run said 0 where the run stopped; now both stop with the same line."""
+    from corrgrpo.cli import main
+
     monkeypatch.setattr(preflight, "gpu_available", lambda: False)
     recipe = apply_overrides(default_settings(), {"trainer": {"use_cpu": False, "bf16": True}})
     with pytest.raises(ValueError, match="bf16 is on but no GPU"):
-        check_precision(recipe, dry_run=False)
-    (note,) = check_precision(recipe, dry_run=True)
-    assert "dry run checked everything else" in note
+        check_precision(recipe)
+    bf16 = ["--set", "bf16=true", "--set", "use_cpu=false"]
+    lines = []
+    for argv in (["train", *bf16, "--dry-run"], ["train", *bf16, "--max-steps", "1"]):
+        assert main(argv) == 2
+        lines.append(capsys.readouterr().err.strip())
+    assert lines[0] == lines[1] and "bf16 is on but no GPU was found" in lines[0]
     monkeypatch.setattr(preflight, "gpu_available", lambda: True)
-    assert check_precision(recipe, dry_run=False) == []
+    check_precision(recipe)  # on a GPU machine: no error
+
+
+def test_the_dry_run_checks_trainer_options_with_trl_as_the_run_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A misspelt TRL option (after '--', or --set) fails the dry run too, not only the run."""
+    pytest.importorskip("trl")
+    from corrgrpo.cli import main
+
+    assert main(["train", "--dry-run", "--", "--max_grad_nrom", "1.0"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown trainer option(s): max_grad_nrom (did you mean max_grad_norm?)" in err
+    assert main(["train", "--dry-run", "--max-steps", "-1"]) == 0  # by epochs: the run trains
+    assert "TRL is not installed" not in capsys.readouterr().out
 
 
 def test_preflight_gpu_detection_respects_hidden_devices(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -66,7 +66,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check-trainer",
         action="store_true",
-        help="with --dry-run: also build TRL's full trainer config (needs the trl extra; slower)",
+        help="with --dry-run: print TRL's complete trainer config (needs the trl extra)",
     )
     add_passthrough_argument(parser)
     parser.set_defaults(func=run)
@@ -276,7 +276,9 @@ def resume_settings(args: argparse.Namespace) -> Any:
 def dry_run_report(settings: Any, *, check_trainer: bool = False) -> dict[str, Any]:
     """The resolved settings, checks and trainer options of a run; nothing is loaded.
 
-    ``check_trainer`` also builds TRL's full config (imports TRL: seconds, not milliseconds).
+    Every check the run makes before it loads the model runs here too, TRL's own checks of the
+    trainer options included where TRL is installed (importing it takes seconds);
+    ``check_trainer`` prints TRL's complete config in place of the options corrgrpo sets.
     """
     from corrgrpo.training.preflight import check_settings
     from corrgrpo.training.settings import trainer_options, trainer_value, world_size
@@ -289,9 +291,12 @@ def dry_run_report(settings: Any, *, check_trainer: bool = False) -> dict[str, A
         * world_size()
     )
     generations = trainer_value(options, "num_generations")
-    trainer = full_trainer_config(settings, task, notes) if check_trainer else options
-    if not check_trainer:
-        notes.append("trainer option names are checked against TRL by --check-trainer or the run")
+    config = trainer_config(settings, task, require=check_trainer)
+    if config is None:
+        notes.append(
+            "TRL is not installed here, so its own checks of the trainer options did not run; "
+            "training needs it: pip install 'corrgrpo[trl]'"
+        )
     return {
         "settings": settings.to_dict(),
         "reward_components": dict(zip(task.component_names, task.weights, strict=True)),
@@ -301,35 +306,54 @@ def dry_run_report(settings: Any, *, check_trainer: bool = False) -> dict[str, A
             "prompts_per_step": per_step // generations,
             "num_generations": generations,
         },
-        "trainer": trainer,
+        "trainer": config if check_trainer and config is not None else options,
         "notes": notes,
     }
 
 
-def full_trainer_config(settings: Any, task: Any, notes: list[str]) -> dict[str, Any]:
-    """TRL's complete config of the run (a bf16 recipe is built with use_cpu on a CPU)."""
-    from corrgrpo.cli.errors import require_extra
-    from corrgrpo.training.settings import apply_overrides, build_trainer_config, gpu_available
+def trainer_config(settings: Any, task: Any, *, require: bool) -> dict[str, Any] | None:
+    """TRL's complete config of the run, built as the run builds it (its checks included);
+    ``None`` without TRL, unless ``require`` (then the missing extra is the error)."""
+    import importlib.util
 
-    require_extra("trl", "trl", "transformers", "accelerate", purpose="--check-trainer")
+    from corrgrpo.cli.errors import require_extra
+    from corrgrpo.training.settings import build_trainer_config
+
+    if require:
+        require_extra("trl", "trl", "transformers", "accelerate", purpose="--check-trainer")
+    elif importlib.util.find_spec("trl") is None:
+        return None
     output_dir = settings.output_dir or "<new run folder>"
-    if settings.trainer.get("bf16") is True and not gpu_available():
-        settings = apply_overrides(settings, {"trainer": {"use_cpu": True, "bf16": False}})
     config: dict[str, Any] = build_trainer_config(settings, output_dir, task.weights).to_dict()
     return config
 
 
 def resume_report(settings: Any) -> dict[str, Any]:
-    """What ``--resume`` would continue: the run's settings and its newest whole checkpoint."""
+    """What ``--resume`` would continue: the run's settings and its newest whole checkpoint,
+    or the phase it finished before or after training."""
     from corrgrpo.training.checkpoints import newest_whole
+    from corrgrpo.training.preflight import check_settings
+    from corrgrpo.training.run_folder import RunFolder
+    from corrgrpo.training.stage import TRAINED, read_stage
 
+    check_settings(settings, dry_run=True, resume=True)  # as the resumed run checks them
+    stage = read_stage(RunFolder(settings.output_dir, resume=True))
     checkpoint = newest_whole(settings.output_dir, set_aside=False)
+    if stage is not None and stage.phase == TRAINED:
+        notes = ["training is finished: the run would evaluate the trained model and finish"]
+    elif checkpoint is not None:
+        notes = []
+    elif stage is not None:
+        notes = [f"no checkpoint yet: the run would go on after its {stage.phase} phase"]
+    else:
+        notes = ["no whole checkpoint: the run would start over"]
     return {
         "resume": settings.output_dir,
         "checkpoint": None if checkpoint is None else str(checkpoint.path),
         "step": None if checkpoint is None else checkpoint.step,
+        "stage": None if stage is None else stage.phase,
         "settings": settings.to_dict(),
-        "notes": [] if checkpoint else ["no whole checkpoint: the run would start over"],
+        "notes": notes,
     }
 
 
@@ -401,7 +425,15 @@ def run(args: argparse.Namespace) -> int:
     if not result.main_process:
         return 0
     print_table(console, summary_table(result))
-    console.print(f"wall time {result.wall_seconds:.0f}s (training {result.train_seconds:.0f}s)")
+    if result.resumed:  # the interrupted part ran in an earlier command
+        console.print(
+            f"wall time {result.command_seconds:.0f}s in this command, "
+            f"{result.wall_seconds:.0f}s over the whole run (training {result.train_seconds:.0f}s)"
+        )
+    else:
+        console.print(
+            f"wall time {result.wall_seconds:.0f}s (training {result.train_seconds:.0f}s)"
+        )
     if result.warm_start_only:
         console.print(
             "warm start only (--max-steps 0): no RL step was taken; end = start, the model "

@@ -6,7 +6,7 @@ from the same prompts, the same number of samples and the same sampling seed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from corrgrpo.domains.base import Task
@@ -22,9 +22,11 @@ def sample_completions(
     temperature: float = 1.0,
     seed: int = 0,
     batch_size: int = 64,
+    on_batch: Callable[[int], None] | None = None,
 ) -> list[list[str]]:
     """``num_samples`` sampled completions per prompt (greedy when ``temperature`` is 0), in
-    length-sorted batches with the KV cache, each row ending at its EOS."""
+    length-sorted batches with the KV cache, each row ending at its EOS; ``on_batch(n)``
+    after each batch of ``n`` completions (progress; an exception there ends the sampling)."""
     import torch
 
     from corrgrpo.integrations.trl.generation import generate_texts
@@ -51,6 +53,7 @@ def sample_completions(
             max_new_tokens=max_new_tokens,
             batch_size=batch_size,
             sampling=sampling,
+            on_batch=on_batch,
         )
     finally:
         torch.random.set_rng_state(generator_state)
@@ -68,8 +71,10 @@ def evaluate_policy(
     max_new_tokens: int = 16,
     temperature: float = 1.0,
     seed: int = 0,
+    on_batch: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
-    """Per-component means (and the weighted ``total``) of sampled completions on ``rows``."""
+    """Per-component means (and the weighted ``total``) of sampled completions on ``rows``;
+    ``on_batch`` as in :func:`sample_completions`."""
     if not rows:
         raise ValueError("evaluate_policy needs at least one row")
     from corrgrpo.integrations.trl.generation import prompt_text
@@ -84,5 +89,6 @@ def evaluate_policy(
         max_new_tokens=max_new_tokens,
         temperature=temperature,
         seed=seed,
+        on_batch=on_batch,
     )
     return task.evaluate_samples(rows, samples)

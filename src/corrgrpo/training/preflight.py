@@ -274,18 +274,14 @@ def check_warm_start_only(settings: RunSettings, task: Any) -> None:
         )
 
 
-def check_precision(settings: RunSettings, *, dry_run: bool) -> list[str]:
-    """bf16 without a GPU fails inside TRL; say so now (a dry run only notes it)."""
+def check_precision(settings: RunSettings) -> None:
+    """bf16 without a GPU fails inside TRL; say so before anything loads."""
     wants_bf16 = settings.trainer.get("bf16") is True and not settings.trainer.get("use_cpu")
-    if not wants_bf16 or gpu_available():
-        return []
-    message = (
-        "bf16 is on but no GPU was found; on this machine run with --set bf16=false "
-        "--set use_cpu=true (float32), or run on a GPU"
-    )
-    if not dry_run:
-        raise ValueError(message)
-    return [f"{message} (the dry run checked everything else)"]
+    if wants_bf16 and not gpu_available():
+        raise ValueError(
+            "bf16 is on but no GPU was found; on this machine run with --set bf16=false "
+            "--set use_cpu=true (float32), or run on a GPU"
+        )
 
 
 def check_checkpoints(settings: RunSettings, task: Any) -> None:
@@ -315,7 +311,11 @@ def check_output_dir(settings: RunSettings, *, resume: bool = False) -> None:
 def check_settings(
     settings: RunSettings, *, dry_run: bool = False, resume: bool = False
 ) -> tuple[Any, list[str]]:
-    """Every check that needs no model: returns the task and notes; raises ``ValueError``."""
+    """Every check that needs no model: returns the task and notes; raises ``ValueError``.
+
+    A dry run makes the same checks, except that it does not ask the hub whether a model id
+    is there (that is the download, part of loading the model).
+    """
     check_estimator(settings.estimator, settings.estimator_options)
     check_numbers(settings)
     check_model(settings.model, hub=not dry_run)
@@ -324,20 +324,9 @@ def check_settings(
     check_model_fits_task(settings, task)
     check_checkpoints(settings, task)
     check_warm_start_only(settings, task)
-    notes = check_task_data(task, dry_run=dry_run)
-    notes += check_preset_fits_task(settings) + check_warm_start(settings, task)
-    return task, notes + check_precision(settings, dry_run=dry_run)
-
-
-def check_task_data(task: Any, *, dry_run: bool) -> list[str]:
-    """The task's data is there, before a model loads; a dry run (a recipe still to be
-    completed with its data) only notes it."""
     check_data = getattr(task, "check_data", None)
-    try:
-        if callable(check_data):
-            check_data()
-    except ValueError as error:
-        if not dry_run:
-            raise
-        return [f"{error} (the dry run checked everything else)"]
-    return []
+    if callable(check_data):
+        check_data()  # the task's data is there
+    notes = check_preset_fits_task(settings) + check_warm_start(settings, task)
+    check_precision(settings)
+    return task, notes

@@ -117,9 +117,16 @@ class RunState:
 
 
 def resume_point(
-    run: RunFolder, report: Callable[[str], None], *, main: bool = True
+    run: RunFolder,
+    report: Callable[[str], None],
+    *,
+    main: bool = True,
+    earlier: tuple[str, RunState] | None = None,
 ) -> tuple[Checkpoint | None, RunState | None]:
     """The newest whole checkpoint of ``run`` and its run state (``None, None``: start over).
+
+    ``earlier``: what the run finished before its first checkpoint (the phase, as words, and
+    the run state then); without a checkpoint the run goes on from there.
 
     The main process also cleans up: checkpoints TRL never completed are removed, broken ones
     set aside, and ``metrics.jsonl`` is cut back to the checkpoint (its later steps, and a
@@ -131,8 +138,13 @@ def resume_point(
     if checkpoint is None:
         if main:
             run.cut_metrics(0)
-            report(f"no whole checkpoint in {run.path}: starting the run over with its settings")
-        return None, None
+            if earlier is None:
+                report(
+                    f"no whole checkpoint in {run.path}: starting the run over with its settings"
+                )
+            else:
+                report(f"resuming {run.path} after {earlier[0]} (no training step was saved yet)")
+        return (None, None) if earlier is None else (None, earlier[1])
     state = RunState.from_dict(read_run_state(checkpoint))
     if main:
         dropped = run.cut_metrics(state.metrics_bytes)

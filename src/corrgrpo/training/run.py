@@ -35,7 +35,21 @@ from corrgrpo.training.preflight import warm_start_only
 from corrgrpo.training.resume import RunState, load_run_settings, resume_point
 from corrgrpo.training.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
 from corrgrpo.training.settings import RunSettings, build_trainer_config, checkpoint_period
-from corrgrpo.training.stopping import StopRequest, TrainingInterrupted
+from corrgrpo.training.stage import (
+    STAGE_DIR,
+    START_EVALUATION,
+    TRAINED,
+    WARM_START,
+    Stage,
+    clear_stage,
+    load_weights,
+    read_stage,
+    save_stage,
+    stage_weights_dir,
+    tied_aliases,
+    write_weights,
+)
+from corrgrpo.training.stopping import PhaseStopped, StopRequest, TrainingInterrupted
 from corrgrpo.utils.command import cli_command
 
 DEFAULT_WARM_START_STEPS = 200
@@ -62,6 +76,10 @@ class RunResult:
     main_process: bool = True
     #: ``max_steps`` 0: the warm start only, no RL step (``end`` repeats ``start``)
     warm_start_only: bool = False
+    #: wall seconds of this command alone (``wall_seconds`` covers the whole run), and whether
+    #: it continued an interrupted run
+    command_seconds: float = 0.0
+    resumed: bool = False
 
 
 def run_label(settings: RunSettings) -> str:
@@ -159,6 +177,13 @@ class _Setup:
     main: bool
     threads: int
     resume: bool = False
+    #: when this command started, and the run's wall seconds before it (a resumed run)
+    wall_start: float = field(default_factory=time.monotonic)
+    prior_wall: float = 0.0
+
+    def wall_seconds(self) -> float:
+        """The run's wall seconds so far, over all the commands that ran it."""
+        return self.prior_wall + time.monotonic() - self.wall_start
 
 
 def _prepare(settings: RunSettings, resume: bool = False) -> _Setup:
@@ -193,7 +218,7 @@ def _prepare(settings: RunSettings, resume: bool = False) -> _Setup:
 
 
 def _warm_start(
-    setup: _Setup, model: Any, tokenizer: Any, console: Any, progress: bool
+    setup: _Setup, model: Any, tokenizer: Any, console: Any, progress: bool, stop: StopRequest
 ) -> tuple[int, list[float]]:
     """The supervised warm start on the task's demonstrations, if any: (steps, losses)."""
     from corrgrpo.training.warmstart import supervised_warm_start
@@ -216,6 +241,11 @@ def _warm_start(
         if not demos:
             raise ValueError(f"max_prompt_length={limit} drops every warm-start demonstration")
     bar = progress_bar("loss {task.fields[loss]}", console=console, disable=not progress)
+
+    def on_step(step: int, loss: float) -> None:
+        bar.update(task_id, completed=step, loss=f"{loss:.3f}")
+        stop.check()  # a stop request ends the warm start after this step
+
     with bar:
         task_id = bar.add_task("warm start", total=steps, loss="-")
         losses = supervised_warm_start(
@@ -226,30 +256,50 @@ def _warm_start(
             batch_size=settings.warm_start_batch_size,
             learning_rate=settings.warm_start_learning_rate,
             seed=settings.seed,
-            on_step=lambda step, loss: bar.update(task_id, completed=step, loss=f"{loss:.3f}"),
+            on_step=on_step,
         )
     return steps, losses
 
 
 def _evaluator(
-    setup: _Setup, model: Any, tokenizer: Any, rows: list[dict[str, Any]]
-) -> Callable[[], dict[str, float]]:
-    """Per-component means of sampled completions on ``rows`` (same seed before and after)."""
+    setup: _Setup,
+    model: Any,
+    tokenizer: Any,
+    rows: list[dict[str, Any]],
+    stop: StopRequest,
+    ui: tuple[Any, bool],
+) -> Callable[[str], dict[str, float]]:
+    """Per-component means of sampled completions on ``rows`` (same seed before and after),
+    with a progress bar over the prompts; a stop request ends it between batches."""
     from corrgrpo.training.policy_eval import evaluate_policy
+    from corrgrpo.utils.progress import progress_bar
 
     max_new = int(setup.config.max_completion_length or 256)
+    console, progress = ui
+    samples = setup.settings.eval_samples
 
-    def evaluate() -> dict[str, float]:
-        return evaluate_policy(
-            model,
-            tokenizer,
-            setup.task,
-            rows,
-            num_samples=setup.settings.eval_samples,
-            max_new_tokens=max_new,
-            temperature=setup.config.temperature,
-            seed=setup.settings.seed,
-        )
+    def evaluate(label: str) -> dict[str, float]:
+        if not rows or not setup.main:
+            return {}
+        bar = progress_bar(console=console, disable=not progress, transient=True)
+        with bar:
+            task_id = bar.add_task(label, total=len(rows) * samples)
+
+            def on_batch(done: int) -> None:
+                bar.advance(task_id, done)
+                stop.check()
+
+            return evaluate_policy(
+                model,
+                tokenizer,
+                setup.task,
+                rows,
+                num_samples=samples,
+                max_new_tokens=max_new,
+                temperature=setup.config.temperature,
+                seed=setup.settings.seed,
+                on_batch=on_batch,
+            )
 
     return evaluate
 
@@ -303,14 +353,6 @@ def _training_data(setup: _Setup, tokenizer: Any, console: Any) -> tuple[Any, in
     return dataset, dropped
 
 
-def save_model(path: Path, model: Any, tokenizer: Any) -> Path:
-    """The trained model and its tokenizer as a Hugging Face folder (``eval --model`` loads it)."""
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(path), safe_serialization=True)
-    tokenizer.save_pretrained(str(path))
-    return path
-
-
 def _summary(setup: _Setup, result: RunResult, state: RunState, extra: dict[str, Any]) -> None:
     setup.run.write_json(
         SUMMARY_FILE,
@@ -353,15 +395,34 @@ def _note(console: Any, main: bool) -> Callable[[str], None]:
     return note
 
 
-def _resume_point(setup: _Setup, note: Callable[[str], None]) -> tuple[Checkpoint | None, Any]:
-    """The checkpoint to continue from (chosen by the first process, then by the others)."""
+def _resume_point(
+    setup: _Setup, note: Callable[[str], None], stage: Stage | None
+) -> tuple[Checkpoint | None, Any]:
+    """The checkpoint to continue from (chosen by the first process, then by the others);
+    without one, the phase ``stage`` recorded before training."""
+    earlier = None if stage is None else (_DONE[stage.phase], stage.state)
     if setup.config.world_size == 1:
-        return resume_point(setup.run, note)
+        return resume_point(setup.run, note, earlier=earlier)
     from accelerate import PartialState
 
-    first = resume_point(setup.run, note) if setup.main else None
+    first = resume_point(setup.run, note, earlier=earlier) if setup.main else None
     PartialState().wait_for_everyone()  # the first process has set broken checkpoints aside
-    return first if first is not None else resume_point(setup.run, note, main=False)
+    if first is not None:
+        return first
+    return resume_point(setup.run, note, main=False, earlier=earlier)
+
+
+#: what a stage's phase has finished, in the words of the resume message
+_DONE = {
+    WARM_START: "the warm start",
+    START_EVALUATION: "the warm start and the first evaluation",
+    TRAINED: "training",
+}
+
+
+def _interrupted(setup: _Setup, stop: StopRequest, kept: str) -> TrainingInterrupted:
+    assert stop.signum is not None
+    return TrainingInterrupted(stop.signum, setup.run.path, None, kept=kept)
 
 
 def _before_training(
@@ -369,26 +430,61 @@ def _before_training(
     model: Any,
     tokenizer: Any,
     rows: list[dict[str, Any]],
-    console: Any,
-    progress: bool,
+    stop: StopRequest,
+    stage: Stage | None,
+    ui: tuple[Any, bool],
 ) -> RunState:
-    """A fresh run's warm start and first evaluation, as the run state checkpoints keep."""
-    steps, losses = _warm_start(setup, model, tokenizer, console, progress)
-    start = _evaluator(setup, model, tokenizer, rows)() if rows and setup.main else {}
-    return RunState(
-        settings=setup.settings.to_dict(),
-        warm_start_done=True,
-        warm_start_steps=steps,
-        warm_start_losses=losses,
-        start_evaluation_done=True,
-        start=start,
-        eval_rows=len(rows),
-    )
+    """A fresh run's warm start and first evaluation, as the run state checkpoints keep; each
+    is recorded as a stage when done, and a resumed run does not do it again."""
+    console, progress = ui
+    if stage is None:
+        stop.phase = "warm start"
+        try:
+            steps, losses = _warm_start(setup, model, tokenizer, console, progress, stop)
+        except PhaseStopped:
+            raise _interrupted(
+                setup,
+                stop,
+                "during the warm start, before anything was saved (a resume starts the run over)",
+            ) from None
+        state = RunState(
+            settings=setup.settings.to_dict(),
+            warm_start_done=True,
+            warm_start_steps=steps,
+            warm_start_losses=losses,
+            eval_rows=len(rows),
+        )
+        weights = None
+        if steps and setup.main:
+            with _no_save_progress_bars():
+                weights = write_weights(stage_weights_dir(setup.run, WARM_START), model, tokenizer)
+        stage = _record(setup, WARM_START, state, weights)
+    state = stage.state
+    if not state.start_evaluation_done:
+        stop.phase = "evaluation"
+        try:
+            start = _evaluator(setup, model, tokenizer, rows, stop, ui)("first evaluation")
+        except PhaseStopped:
+            raise _interrupted(
+                setup,
+                stop,
+                "during the first evaluation; the warm start is saved in "
+                f"{setup.run.path / STAGE_DIR} (a resume evaluates again)",
+            ) from None
+        state = dataclasses.replace(state, start_evaluation_done=True, start=start)
+        _record(setup, START_EVALUATION, state, stage.weights)
+    return state
 
 
-def _checkpointer(
-    setup: _Setup, state: RunState, metrics: Any, stop: StopRequest, wall_start: float
-) -> Any:
+def _record(setup: _Setup, phase: str, state: RunState, weights: Path | None) -> Stage:
+    """Save the stage of ``phase`` on the first process (the others know it the same)."""
+    state = dataclasses.replace(state, wall_seconds=setup.wall_seconds())
+    if setup.main:
+        return save_stage(setup.run, phase, state, weights)
+    return Stage(phase, state, weights)
+
+
+def _checkpointer(setup: _Setup, state: RunState, metrics: Any, stop: StopRequest) -> Any:
     """The checkpoint callback; what it saves besides TRL's files is ``state`` brought up to
     date (step, metrics written, seconds, the trainer's running loss total)."""
     from corrgrpo.training.callbacks import CheckpointCallback, CheckpointPolicy
@@ -406,7 +502,7 @@ def _checkpointer(
             step=trainer_state.global_step,
             metrics_bytes=setup.run.metrics_bytes(),
             elapsed_s=metrics.elapsed(),
-            wall_seconds=state.wall_seconds + time.monotonic() - wall_start,
+            wall_seconds=setup.wall_seconds(),
             total_loss=float(getattr(callback.trainer, "_total_loss_scalar", 0.0)),
         ).to_dict()
 
@@ -461,40 +557,117 @@ def _train_with_checkpoints(
     setup: _Setup,
     model: Any,
     tokenizer: Any,
-    console: Any,
-    progress: bool,
-    wall_start: float,
-) -> tuple[RunState, list[dict[str, Any]], Any, float]:
-    """Everything between loading the model and the final evaluation, under the stop handler:
-    returns the run state, the evaluation rows, the training dataset and training seconds."""
+    stop: StopRequest,
+    ui: tuple[Any, bool],
+) -> tuple[RunState, list[dict[str, Any]], Stage | None]:
+    """Everything between loading the model and the final evaluation: returns the run state,
+    the evaluation rows and, once training has finished, its stage (the trained weights)."""
     from corrgrpo.training.callbacks import MetricsJsonlCallback
 
+    console, progress = ui
     note = _note(console, setup.main)
-    with StopRequest(announce=note) as stop:
-        checkpoint, state = _resume_point(setup, note) if setup.resume else (None, None)
-        only = warm_start_only(setup.settings)
-        if not only:  # a warm-start-only run writes no checkpoint
-            _warn_disk(setup, model, note)
-        rows = eval_rows(setup.task, setup.settings, tokenizer)
-        if state is None:
-            state = _before_training(setup, model, tokenizer, rows, console, progress)
-        stop.check(setup.run.path)
-        if only:
-            if setup.main:  # an empty log: no RL step, and the folder is not trained into again
-                setup.run.metrics_path.touch()
-            return state, rows, [], 0.0
-        dataset, state.dropped_long_prompts = _training_data(setup, tokenizer, console)
-        state.train_rows = len(dataset)
-        metrics = MetricsJsonlCallback(setup.run, elapsed_offset=state.elapsed_s)
-        saver = _checkpointer(setup, state, metrics, stop, wall_start)
-        trainer = _build_trainer(
-            setup, model, tokenizer, dataset, console, progress, [metrics, saver]
+    stage = read_stage(setup.run) if setup.resume else None
+    rows = eval_rows(setup.task, setup.settings, tokenizer)
+    if stage is not None and stage.phase == TRAINED:
+        _resume_trained(setup, model, stage, note)
+        setup.prior_wall = stage.state.wall_seconds
+        return stage.state, rows, stage
+    checkpoint, state = _resume_point(setup, note, stage) if setup.resume else (None, None)
+    if state is not None:
+        setup.prior_wall = state.wall_seconds
+    only = warm_start_only(setup.settings)
+    if not only and checkpoint is None:  # a warm-start-only run writes no checkpoint
+        _warn_disk(setup, model, note)
+    if checkpoint is None and stage is not None and stage.weights is not None:
+        load_weights(model, stage.weights)  # the warm start, done before the stop
+    if state is None or not state.start_evaluation_done:
+        state = _before_training(setup, model, tokenizer, rows, stop, stage, ui)
+    if only:
+        if setup.main:  # an empty log: no RL step, and the folder is not trained into again
+            setup.run.metrics_path.touch()
+        return state, rows, None
+    stop.phase = "training"
+    if stop.requested:  # asked during the first evaluation's last batch
+        raise _interrupted(
+            setup,
+            stop,
+            f"before training; the warm start and first evaluation are saved in "
+            f"{setup.run.path / STAGE_DIR} (a resume goes on from there)",
         )
-        saver.trainer = trainer
-        if checkpoint is not None:
-            saver.total_loss = state.total_loss
+    dataset, state.dropped_long_prompts = _training_data(setup, tokenizer, console)
+    state.train_rows = len(dataset)
+    metrics = MetricsJsonlCallback(setup.run, elapsed_offset=state.elapsed_s)
+    saver = _checkpointer(setup, state, metrics, stop)
+    trainer = _build_trainer(setup, model, tokenizer, dataset, console, progress, [metrics, saver])
+    saver.trainer = trainer
+    if checkpoint is not None:
+        saver.total_loss = state.total_loss
+    with _quiet_tied_weights_warning(model):
         _fit(setup, trainer, saver, checkpoint)
-    return state, rows, dataset, metrics.elapsed()
+    trained = dataclasses.replace(
+        state,
+        step=trainer.state.global_step,
+        metrics_bytes=setup.run.metrics_bytes() if setup.main else 0,
+        elapsed_s=metrics.elapsed(),
+    )
+    return trained, rows, _save_trained(setup, model, tokenizer, trained)
+
+
+def _save_trained(setup: _Setup, model: Any, tokenizer: Any, state: RunState) -> Stage:
+    """The trained weights (the run's model folder, or the stage's with ``save_model`` off)
+    and the state after training: from here a resume only evaluates and finishes."""
+    weights = None
+    if setup.main:
+        target = (
+            setup.run.path / RUN_MODEL_FOLDER
+            if setup.settings.save_model
+            else stage_weights_dir(setup.run, TRAINED)
+        )
+        with _no_save_progress_bars():
+            weights = write_weights(target, model, tokenizer)
+    stage = _record(setup, TRAINED, state, weights)
+    if setup.main:  # the warm start's weights are not needed any more
+        shutil.rmtree(stage_weights_dir(setup.run, WARM_START), ignore_errors=True)
+    return stage
+
+
+def _resume_trained(setup: _Setup, model: Any, stage: Stage, note: Callable[[str], None]) -> None:
+    """A run stopped after training: the trained weights back, the log as training left it."""
+    if stage.weights is None:
+        raise CheckpointError(f"{setup.run.path}: the trained stage names no weights")
+    if setup.main:
+        clean_staging(setup.run.path)
+        setup.run.cut_metrics(stage.state.metrics_bytes)
+        note(
+            f"resuming {setup.run.path} after training (step {stage.state.step}): the trained "
+            f"model in {stage.weights} is evaluated and the run finished"
+        )
+    load_weights(model, stage.weights)
+
+
+@contextmanager
+def _quiet_tied_weights_warning(model: Any) -> Iterator[None]:
+    """Trainer warns that a checkpoint lacks ``lm_head.weight`` when the output layer shares
+    the embedding (tied weights are saved once, by design); that warning, and only it, is
+    dropped."""
+    import logging
+
+    aliases = tied_aliases(model)
+
+    def keep(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        prefix = "There were missing keys in the checkpoint model loaded: "
+        if not text.startswith(prefix):
+            return True
+        names = {n.strip(" '\"") for n in text[len(prefix) :].rstrip(".").strip("[]").split(",")}
+        return not names <= aliases
+
+    logger = logging.getLogger("transformers.trainer")
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
 
 
 def _disk_full(error: BaseException) -> bool:
@@ -526,42 +699,91 @@ def train(
 ) -> RunResult:
     """Run ``settings`` to completion and write its run folder; returns the :class:`RunResult`.
 
-    ``resume``: continue the run in ``settings.output_dir`` from its newest whole checkpoint
-    (:func:`resume_run` reads the settings from the folder). SIGTERM and Ctrl-C save a
-    checkpoint at the next step boundary and raise :class:`TrainingInterrupted`.
+    ``resume``: continue the run in ``settings.output_dir`` from what it last saved (the newest
+    whole checkpoint, or a stage: warm start, first evaluation, training finished;
+    :func:`resume_run` reads the settings from the folder). SIGTERM and Ctrl-C stop at the next
+    safe point with that work kept and raise :class:`TrainingInterrupted`.
     """
-    from corrgrpo.training.plots import plot_run_curves
-    from corrgrpo.training.run_folder import read_metrics
-
     if resume and not settings.output_dir:
         raise ValueError("resuming needs the run folder (settings.output_dir)")
     wall_start = time.monotonic()
     setup = _prepare(settings, resume=resume)
+    setup.wall_start = wall_start
     progress = progress and setup.main
     _seed_everything(settings.seed)
     model, tokenizer = load_model_and_tokenizer(settings, setup.task)
-    state, rows, dataset, result_train_seconds = _train_with_checkpoints(
-        setup, model, tokenizer, console, progress, wall_start
+    with StopRequest(announce=_note(console, setup.main)) as stop:
+        state, rows, trained = _train_with_checkpoints(
+            setup, model, tokenizer, stop, (console, progress)
+        )
+        result = RunResult(
+            path=setup.run.path,
+            components=setup.task.component_names,
+            weights=list(setup.task.weights),
+            start=dict(state.start),
+            warm_start_losses=list(state.warm_start_losses),
+            train_seconds=state.elapsed_s,
+            main_process=setup.main,
+            warm_start_only=warm_start_only(settings),
+        )
+        if not setup.main:
+            return result
+        ui = (console, progress)
+        result.end = _final_evaluation(setup, model, tokenizer, rows, stop, trained, ui)
+        stop.phase = "finishing"
+        _finish(setup, result, state, model, tokenizer, trained)
+    result.command_seconds = time.monotonic() - wall_start
+    result.resumed = setup.prior_wall > 0  # it went on from saved work
+    return result
+
+
+def _final_evaluation(
+    setup: _Setup,
+    model: Any,
+    tokenizer: Any,
+    rows: list[dict[str, Any]],
+    stop: StopRequest,
+    trained: Stage | None,
+    ui: tuple[Any, bool],
+) -> dict[str, float]:
+    """The trained model's per-component means (a warm-start-only run repeats the first)."""
+    if trained is None:  # warm start only: the model has not changed since the first evaluation
+        return {}
+    kept = (
+        f"training is finished and the trained model is saved in {trained.weights} (a resume "
+        "runs only the final evaluation)"
     )
-    result = RunResult(
-        path=setup.run.path,
-        components=setup.task.component_names,
-        weights=list(setup.task.weights),
-        start=dict(state.start),
-        warm_start_losses=list(state.warm_start_losses),
-        train_seconds=result_train_seconds,
-        main_process=setup.main,
-        warm_start_only=warm_start_only(settings),
-    )
-    if not setup.main:
-        return result
-    if result.warm_start_only:  # the model has not changed since the first evaluation
+    if stop.requested:  # during the last step or while its weights were written
+        raise _interrupted(setup, stop, f"after the last training step; {kept}")
+    if not rows:
+        return {}
+    stop.phase = "evaluation"
+    try:
+        return _evaluator(setup, model, tokenizer, rows, stop, ui)("final evaluation")
+    except PhaseStopped:
+        raise _interrupted(setup, stop, f"during the final evaluation; {kept}") from None
+
+
+def _finish(
+    setup: _Setup,
+    result: RunResult,
+    state: RunState,
+    model: Any,
+    tokenizer: Any,
+    trained: Stage | None,
+) -> None:
+    """Saved model, curves and ``summary.json``; then the stage is not needed any more."""
+    from corrgrpo.training.plots import plot_run_curves
+    from corrgrpo.training.run_folder import read_metrics
+
+    settings = setup.settings
+    if result.warm_start_only:
         result.end = dict(result.start)
-    elif rows:
-        result.end = _evaluator(setup, model, tokenizer, rows)()
     if settings.save_model:
-        with _no_save_progress_bars():
-            result.model_path = save_model(setup.run.path / RUN_MODEL_FOLDER, model, tokenizer)
+        if trained is None:  # warm start only: its model is the run's model
+            with _no_save_progress_bars():
+                write_weights(setup.run.path / RUN_MODEL_FOLDER, model, tokenizer)
+        result.model_path = setup.run.path / RUN_MODEL_FOLDER
     result.records = read_metrics(setup.run.path) if setup.run.metrics_path.exists() else []
     if result.records:
         result.plot = plot_run_curves(
@@ -570,16 +792,16 @@ def train(
             setup.run.path / "curves.png",
             title=run_label(settings),
         )
-    result.wall_seconds = state.wall_seconds + time.monotonic() - wall_start
+    result.wall_seconds = setup.wall_seconds()
     extra = {
-        "eval_rows": len(rows),
+        "eval_rows": state.eval_rows,
         "eval_samples": settings.eval_samples,
-        "train_rows": len(dataset),
+        "train_rows": state.train_rows,
         "dropped_long_prompts": state.dropped_long_prompts,
         "warm_start_only": result.warm_start_only,
     }
     _summary(setup, result, state, extra)
-    return result
+    clear_stage(setup.run)
 
 
 def resume_run(

@@ -1,10 +1,13 @@
-"""Preemption and Ctrl-C: stop at the next step boundary with a checkpoint, not mid-step.
+"""Preemption and Ctrl-C: stop at the next safe point with the work kept, never mid-write.
 
-Schedulers send SIGTERM some time before they reclaim a node; Ctrl-C sends SIGINT. While a
-run trains, :class:`StopRequest` turns the first of either into a request that the checkpoint
-callback serves at the next step boundary (save, then stop); the run then raises
-:class:`TrainingInterrupted`, whose message names the resume command and whose exit status is
-the shell's for that signal (143, 130). A second signal stops at once.
+Schedulers send SIGTERM some time before they reclaim a node; Ctrl-C sends SIGINT. From the
+moment the model is loaded to the end of the run, :class:`StopRequest` turns the first of
+either into a request that the run serves at its next safe point: after the warm-start step
+under way, at the next training step boundary (a checkpoint is saved), between batches of an
+evaluation; saving, plotting and writing the summary are short and finish. The run then
+raises :class:`TrainingInterrupted`, whose message says what was kept and names the resume
+command, and whose exit status is the shell's for that signal (143, 130). A second signal
+stops at once.
 """
 
 from __future__ import annotations
@@ -27,27 +30,50 @@ def exit_status(signum: int) -> int:
 
 
 class TrainingInterrupted(Exception):
-    """A run stopped on SIGTERM/SIGINT after saving a checkpoint (or before training began)."""
+    """A run stopped on SIGTERM/SIGINT with its finished work kept (see ``kept``)."""
 
     def __init__(
-        self, signum: int, run_path: Path, checkpoint: Path | None, step: int | None = None
+        self,
+        signum: int,
+        run_path: Path,
+        checkpoint: Path | None,
+        step: int | None = None,
+        kept: str | None = None,
     ) -> None:
         self.signum = signum
         self.exit_status = exit_status(signum)
         self.run_path = Path(run_path)
         self.checkpoint = checkpoint
         self.step = step
+        #: what was kept and what a resume does, when it is not a training checkpoint
+        self.kept = kept
         #: what to run to continue; ``corrgrpo compare`` replaces it with its own command
         self.resume_command = f"{cli_command()} train --resume {self.run_path}"
         super().__init__()
 
     def __str__(self) -> str:
         name = signal.Signals(self.signum).name
-        if self.checkpoint is None:
+        if self.kept is not None:
+            saved = self.kept
+        elif self.checkpoint is None:
             saved = "before the first checkpoint (a resume starts the run over)"
         else:
             saved = f"after step {self.step}, checkpoint saved in {self.checkpoint}"
         return f"stopped by {name} {saved}; resume with: {self.resume_command}"
+
+
+class PhaseStopped(Exception):
+    """Raised at a safe point of a phase when a stop was requested; the run turns it into
+    :class:`TrainingInterrupted` with what that phase keeps."""
+
+
+#: what the first signal's message says the run does next, by phase
+_NEXT = {
+    "warm start": "stopping after this warm-start step",
+    "evaluation": "stopping after this batch of the evaluation",
+    "training": "saving a checkpoint at the next step boundary, then stopping",
+    "finishing": "the run is writing its last files and then ends",
+}
 
 
 class StopRequest:
@@ -59,6 +85,8 @@ class StopRequest:
 
     def __init__(self, announce: Any = None) -> None:
         self.signum: int | None = None
+        #: the run's phase, one of "warm start", "evaluation", "training", "finishing"
+        self.phase = "training"
         self._announce = announce
         self._previous: dict[int, Any] = {}
 
@@ -93,16 +121,14 @@ class StopRequest:
             raise SystemExit(exit_status(signum))
         self.signum = signum
         name = signal.Signals(signum).name
-        message = (
-            f"{name} received: saving a checkpoint at the next step boundary, then stopping "
-            "(press Ctrl-C again to stop at once)"
-        )
+        message = f"{name} received: {_NEXT[self.phase]} (press Ctrl-C again to stop at once)"
         if callable(self._announce):
             self._announce(message)
         else:
             print(message, file=sys.stderr, flush=True)
 
-    def check(self, run_path: Path) -> None:
-        """Raise :class:`TrainingInterrupted` if a stop was requested (before training began)."""
+    def check(self, *_: Any) -> None:
+        """A safe point: raise :class:`PhaseStopped` if a stop was requested (the arguments,
+        e.g. a progress callback's, are ignored)."""
         if self.signum is not None:
-            raise TrainingInterrupted(self.signum, run_path, None)
+            raise PhaseStopped
