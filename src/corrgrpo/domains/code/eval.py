@@ -234,6 +234,10 @@ def print_report(report: dict[str, Any]) -> None:
     table.add_row("problems / samples", f"{report['n_problems']} / {summary['n_samples']}")
     if report["missing_tasks"]:
         table.add_row("problems without samples", str(len(report["missing_tasks"])))
+        table.add_row(
+            f"pass@1 over all {report['n_problems']} problems (unsampled ones fail)",
+            f"{100 * summary['pass@1_all_problems']:.2f}%",
+        )
     table.add_row("forgeable verdicts", f"{100 * summary['forgeable_share']:.1f}%")
     table.add_row("forgeable passes", str(summary["forgeable_passes"]))
     table.add_row("samples/s", f"{report['throughput_programs_per_s']:.1f}")
@@ -249,6 +253,12 @@ def print_report(report: dict[str, Any]) -> None:
         f"{report['sandbox_runs']} / {report['sandbox_runs_per_s']:.1f}",
     )
     console.print(table)
+    if report["missing_tasks"]:
+        console.print(
+            f"{len(report['missing_tasks'])} of the {report['n_problems']} problems have no "
+            f"sample: pass@1 and the means are over the {summary['n_tasks']} sampled "
+            "(--limit N scores the first N problems)"
+        )
     if not report["sandbox_isolated"]:
         console.print("[bold red]the sandbox ran WITHOUT namespace isolation (rlimits only)[/]")
     console.print(category_table(report))
@@ -420,11 +430,9 @@ def build_report(
 
     task_ids = [r["task_id"] for r in inputs.sample_rows]
     summary = summarize_scores(scores, scorer.weights, task_ids)
-    if inputs.missing:  # problems without a sample count as failures in pass@1
-        n_tasks = summary["n_tasks"] + len(inputs.missing)
-        for key in ("pass@1", "pass@1_counting_forgeable"):
-            summary[key] = summary[key] * summary["n_tasks"] / n_tasks
-        summary["n_tasks"] = n_tasks
+    # pass@1 is over the sampled problems; over the whole benchmark, an unsampled one fails
+    n_all = summary["n_tasks"] + len(inputs.missing)
+    summary["pass@1_all_problems"] = summary["pass@1"] * summary["n_tasks"] / max(n_all, 1)
     per_sample = [
         {"task_id": r["task_id"], "total": s.total(scorer.weights), **s.to_dict()}
         for r, s in zip(inputs.sample_rows, scores, strict=True)
