@@ -108,3 +108,57 @@ def test_inspect_errors_are_clear(tmp_path: Path) -> None:
         load_reward_table([nogroup])
     with pytest.raises(FileNotFoundError):
         load_reward_table([tmp_path / "missing.jsonl"])
+
+
+def test_inspect_names_file_lines_and_counts_missing_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One way of naming a place (the file's line), every missing value counted and said,
+    "1 group", no "-0.000", and a word before an earlier inspect's files are written over."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"group": 0, "a": 1}\n\n{"group": 0, "a": "x"}\n')  # line 3, the 2nd row
+    with pytest.raises(ValueError, match=r"^\S+bad.jsonl:3: component 'a' is not a number"):
+        load_reward_table([bad])
+    bad.write_text('{"group": 0, "a": 1}\n{"a": 2}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: no group field 'group'"):
+        load_reward_table([bad])
+    bad.write_text('{"group": 0, "a": "x\ty"}\n')  # a raw tab inside a string
+    with pytest.raises(ValueError, match=r"\(Invalid control character at column 21\)$"):
+        load_reward_table([bad])
+
+    log = tmp_path / "log.jsonl"
+    rows = [
+        {"group": 0, "a": 1.0, "b": 2.0},
+        {"group": 0, "a": float("nan"), "b": 3.0},
+        {"group": 0, "b": 1.0},
+        {"group": 0, "a": 0.5, "b": None},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "inspect"
+    assert main(["inspect", str(log), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "4 samples, 1 group (1 active, 0 singleton), 2 components" in printed
+    assert f"component 'a': 1 without it, 1 NaN (first: {log}:2), of 4 rows" in printed
+    assert f"component 'b': 1 null (first: {log}:4), of 4 rows" in printed
+    assert "-0.000" not in printed and "replacing" not in printed
+    assert main(["inspect", str(log), "--out", str(out)]) == 0
+    assert "replacing inspect.json" in capsys.readouterr().out
+
+
+def test_analyze_says_it_writes_over_an_earlier_analyze(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["analyze", "--out", str(tmp_path)]) == 0
+    assert "replacing" not in capsys.readouterr().out
+    assert main(["analyze", "--out", str(tmp_path)]) == 0
+    assert (
+        f"replacing analyze.json, analyze.png of an earlier `corrgrpo analyze` in {tmp_path}"
+        in (capsys.readouterr().out)
+    )
+
+
+def test_fixed_never_prints_minus_zero() -> None:
+    from corrgrpo.cli.output import fixed, plural
+
+    assert fixed(-1e-9) == "0.000" and fixed(-0.0004) == "0.000" and fixed(-0.0006) == "-0.001"
+    assert plural(1, "group") == "1 group" and plural(0, "group") == "0 groups"

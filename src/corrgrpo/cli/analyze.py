@@ -152,7 +152,7 @@ def every_estimator_table() -> tuple[Any, dict[str, list[float]]]:
 
 def run(args: argparse.Namespace) -> int:
     from corrgrpo.cli.errors import is_installed
-    from corrgrpo.cli.output import make_console, print_path, print_table
+    from corrgrpo.cli.output import make_console, note_replaced, print_path, print_table
 
     scales = tuple(args.scales)
     bad = [a for a in scales if not math.isfinite(a) or a <= 0]
@@ -166,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     table, every = every_estimator_table()
     print_table(console, table)
     out = Path(args.out)
+    note_replaced(console, out, ("analyze.json", "analyze.png"), "corrgrpo analyze")
     out.mkdir(parents=True, exist_ok=True)
     (out / "analyze.json").write_text(
         json.dumps({"worked_example": ex, "scale_sweep": sweep, "every_estimator": every}, indent=2)

@@ -31,29 +31,18 @@ def load_reward_table(
     group_key: str | None = None,
     components: Sequence[str] | None = None,
     group_size: int | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[torch.Tensor, list[Any], list[str]]:
-    """Rows of rewards (N, K), a group id per row and the component names."""
-    rows = read_rows(paths)
+    """Rows of rewards (N, K), a group id per row and the component names.
+
+    Errors name the file and line (``file:LINE``; parquet: ``file row N``). A component a row
+    lacks, ``null`` or ``NaN`` is "not applicable" (NaN in the table); ``notes`` receives one
+    line per component saying how many rows that was.
+    """
+    rows, where = read_located_rows(paths)
     if not rows:
         raise ValueError(f"no rows found in {', '.join(map(str, paths))}")
-    if group_size is not None:
-        if group_size < 1:
-            raise ValueError(f"--group-size must be >= 1, got {group_size}")
-        groups: list[Any] = [i // group_size for i in range(len(rows))]
-        key = None
-    else:
-        key = group_key or next((k for k in GROUP_KEYS if k in rows[0]), None)
-        if key is None and "prompt" in rows[0]:
-            key = "prompt"  # TRL tables: a group is one prompt's completions at one step
-        if key is None:
-            raise ValueError(
-                f"cannot tell the groups apart: none of {', '.join(GROUP_KEYS)} or 'prompt' is a "
-                "field; pass --group-key NAME or --group-size G"
-            )
-        missing = [i for i, r in enumerate(rows) if key not in r]
-        if missing:
-            raise ValueError(f"row {missing[0]} has no group field {key!r}")
-        groups = [(r.get("step"), _freeze(r[key])) for r in rows]
+    key, groups = _group_ids(rows, where, group_key, group_size)
     if components is None:
         components = [
             k for k, v in rows[0].items() if k != key and k not in NOT_COMPONENTS and _is_number(v)
@@ -63,28 +52,86 @@ def load_reward_table(
     absent = [c for c in components if not any(c in r for r in rows)]
     if absent:
         raise ValueError(f"component {absent[0]!r} is not a field of any row")
-    values = []
-    for i, r in enumerate(rows):
-        vec = []
-        for c in components:
-            v = r.get(c)
-            if v is None:
-                vec.append(math.nan)
-            elif not _is_number(v):
-                raise ValueError(f"row {i}: component {c!r} is not a number ({v!r})")
-            else:
-                vec.append(float(v))
-        values.append(vec)
+    values = [_reward_vector(r, components, at) for r, at in zip(rows, where, strict=True)]
+    if notes is not None:
+        notes.extend(_not_applicable_notes(rows, where, components))
     import torch  # only now: every input error above comes without waiting for torch
 
     return torch.tensor(values, dtype=torch.float64), groups, list(components)
 
 
+def _group_ids(
+    rows: list[dict[str, Any]], where: list[str], group_key: str | None, group_size: int | None
+) -> tuple[str | None, list[Any]]:
+    """The group field (``None`` with ``group_size``) and each row's group id."""
+    if group_size is not None:
+        if group_size < 1:
+            raise ValueError(f"--group-size must be >= 1, got {group_size}")
+        return None, [i // group_size for i in range(len(rows))]
+    key = group_key or next((k for k in GROUP_KEYS if k in rows[0]), None)
+    if key is None and "prompt" in rows[0]:
+        key = "prompt"  # TRL tables: a group is one prompt's completions at one step
+    if key is None:
+        raise ValueError(
+            f"cannot tell the groups apart: none of {', '.join(GROUP_KEYS)} or 'prompt' is a "
+            "field; pass --group-key NAME or --group-size G"
+        )
+    missing = [i for i, r in enumerate(rows) if key not in r]
+    if missing:
+        raise ValueError(f"{where[missing[0]]}: no group field {key!r}")
+    return key, [(r.get("step"), _freeze(r[key])) for r in rows]
+
+
+def _reward_vector(row: dict[str, Any], components: Sequence[str], at: str) -> list[float]:
+    vector = []
+    for c in components:
+        v = row.get(c)
+        if v is None:
+            vector.append(math.nan)
+        elif not _is_number(v):
+            raise ValueError(f"{at}: component {c!r} is not a number ({v!r})")
+        else:
+            vector.append(float(v))
+    return vector
+
+
+def _not_applicable_notes(
+    rows: list[dict[str, Any]], where: list[str], components: Sequence[str]
+) -> list[str]:
+    """Per component with rows that have no value: how many lack it, are null, are NaN."""
+    notes = []
+    for c in components:
+        kinds: dict[str, list[str]] = {"without it": [], "null": [], "NaN": []}
+        for r, at in zip(rows, where, strict=True):
+            if c not in r:
+                kinds["without it"].append(at)
+            elif r[c] is None:
+                kinds["null"].append(at)
+            elif isinstance(r[c], float) and math.isnan(r[c]):
+                kinds["NaN"].append(at)
+        found = [(kind, ats) for kind, ats in kinds.items() if ats]
+        if not found:
+            continue
+        counts = ", ".join(f"{len(ats)} {kind}" for kind, ats in found)
+        first = min((ats[0] for _, ats in found), key=where.index)
+        notes.append(
+            f"component {c!r}: {counts} (first: {first}), of {len(rows)} rows; counted as not "
+            "applicable: left out of that component's statistics in its group"
+        )
+    return notes
+
+
 def read_rows(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     """Every record of the JSONL / parquet files (folders: their ``*.parquet`` and ``*.jsonl``)."""
-    from corrgrpo.utils.jsonl import read_jsonl
+    return read_located_rows(paths)[0]
+
+
+def read_located_rows(paths: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
+    """:func:`read_rows`, and where each record is: ``file:LINE``, or ``file row N``."""
+    from corrgrpo.utils.jsonl import iter_jsonl_lines
 
     rows: list[dict[str, Any]] = []
+    where: list[str] = []
     for path in _expand(paths):
         suffix = path.suffix.lower()
         if suffix in (".csv", ".tsv"):
@@ -98,10 +145,15 @@ def read_rows(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
             require_extra("tools", "pyarrow", purpose="parquet files")
             import pyarrow.parquet as pq
 
-            rows.extend(pq.read_table(path).to_pylist())
+            table = pq.read_table(path).to_pylist()
+            rows.extend(table)
+            where.extend(f"{path} row {i}" for i in range(1, len(table) + 1))
         else:
-            rows.extend(read_jsonl(path, objects_only=True))
-    return rows
+            with path.open(encoding="utf-8") as handle:
+                for number, record in iter_jsonl_lines(handle, path, objects_only=True):
+                    rows.append(record)
+                    where.append(f"{path}:{number}")
+    return rows, where
 
 
 def _expand(paths: Sequence[str | Path]) -> list[Path]:
@@ -274,10 +326,20 @@ def write_outputs(
 
 def run(args: argparse.Namespace) -> int:
     from corrgrpo.cli.errors import is_installed
-    from corrgrpo.cli.output import make_console, print_path, print_table
+    from corrgrpo.cli.output import (
+        fixed,
+        make_console,
+        note_replaced,
+        plural,
+        print_path,
+        print_table,
+    )
 
     comps, weights, estimators = parse_options(args)
-    rewards, groups, names = load_reward_table(args.files, args.group_key, comps, args.group_size)
+    notes: list[str] = []
+    rewards, groups, names = load_reward_table(
+        args.files, args.group_key, comps, args.group_size, notes
+    )
     if weights is not None and len(weights) != len(names):
         raise ValueError(f"--weights has {len(weights)} numbers for {len(names)} components")
     from corrgrpo.diagnostics import diagnose
@@ -288,17 +350,20 @@ def run(args: argparse.Namespace) -> int:
     summary: dict[str, Any] = d.summary()
     console = make_console()
     console.print(
-        f"{rewards.shape[0]} samples, {summary['groups']} groups "
+        f"{plural(rewards.shape[0], 'sample')}, {plural(summary['groups'], 'group')} "
         f"({summary['active_groups']} active, {summary['singleton_groups']} singleton), "
-        f"{len(names)} components"
+        f"{plural(len(names), 'component')}"
     )
+    for note in notes:
+        console.print(note, markup=False)
     print_table(console, component_table(d, summary, names))
     corr = mean_correlation(d)
     print_table(console, correlation_table(corr, names))
     console.print(
-        f"mean Q = {summary['q_mean']:.3f}, mean c_q (CorrGRPO/GRPO scale) = "
-        f"{summary['c_q_mean']:.3f}, near-singular groups (Q < {args.q_threshold}) = "
-        f"{summary['near_singular_groups']}, mean min eigenvalue = {summary['min_eigenvalue_mean']:.3f}"
+        f"mean Q = {fixed(summary['q_mean'])}, mean c_q (CorrGRPO/GRPO scale) = "
+        f"{fixed(summary['c_q_mean'])}, near-singular groups (Q < {args.q_threshold}) = "
+        f"{summary['near_singular_groups']}, mean min eigenvalue = "
+        f"{fixed(summary['min_eigenvalue_mean'])}"
     )
     console.print(low_weight_line(rewards, groups, weights, estimators), markup=False)
     drowned = drowned_components(d, summary, names)
@@ -306,6 +371,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(
             f"[yellow]under GRPO these components barely move the advantage: {', '.join(drowned)}"
         )
+    note_replaced(console, args.out, ("inspect.json", "correlation.png"), "corrgrpo inspect")
     for path in write_outputs(d, summary, corr, Path(args.out)):
         print_path(console, "wrote ", path)
     if not is_installed("matplotlib"):

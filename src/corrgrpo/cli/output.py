@@ -37,3 +37,28 @@ def print_table(console: Any, table: Any) -> None:
 def print_path(console: Any, label: str, path: object) -> None:
     """``label: path`` on one line, without markup (square brackets in paths stay)."""
     console.print(f"{label}{path}", markup=False)
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 group``, ``2 groups`` (``nouns``: an irregular plural)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def fixed(value: float, digits: int = 3) -> str:
+    """``value`` with ``digits`` decimals, never ``-0.000`` (a tiny negative is printed 0)."""
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def note_replaced(console: Any, folder: Any, names: Any, command: str) -> None:
+    """Say so when ``folder`` already holds files ``names`` of an earlier ``command``, which
+    this one writes over."""
+    from pathlib import Path
+
+    there = [name for name in names if (Path(folder) / name).exists()]
+    if there:
+        console.print(
+            f"replacing {', '.join(there)} of an earlier `{command}` in {folder} "
+            "(--out DIR writes elsewhere)",
+            markup=False,
+        )

@@ -16,18 +16,28 @@ def iter_jsonl(
     ``lines`` is any iterable of text lines (an open file, a gzip handle); with
     ``objects_only`` every record must be a JSON object.
     """
+    for _, record in iter_jsonl_lines(lines, source, objects_only=objects_only):
+        yield record
+
+
+def iter_jsonl_lines(
+    lines: Iterable[str], source: str | Path, *, objects_only: bool = False
+) -> Iterator[tuple[int, Any]]:
+    """:func:`iter_jsonl` with the file's line number (from 1) of every record."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{source}:{number}: not valid JSON ({err.msg})") from None
+            # json's messages end in "at" before the position ("Invalid control character at")
+            what = f"{err.msg.removesuffix(' at')} at column {err.colno}"
+            raise ValueError(f"{source}:{number}: not valid JSON ({what})") from None
         if objects_only and not isinstance(record, dict):
             raise ValueError(
                 f"{source}:{number}: expected a JSON object, got {type(record).__name__}"
             )
-        yield record
+        yield number, record
 
 
 def read_jsonl(path: str | Path, *, objects_only: bool = False) -> list[Any]:
