@@ -88,6 +88,27 @@ def test_tools_eval_api_bank_levels(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert [e["correct"] for e in result["examples"]] == [True, False, True, False, True]
 
 
+def test_tools_eval_says_the_scale_of_each_metric_and_errors_as_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table said "(0-100)" over a total reward of 0.80; errors began with
+    "corrgrpo eval tools: error:" where every other command says "corrgrpo <command>: ..."."""
+    rows = load_rlla(SLICE)
+    preds = write_jsonl(tmp_path / "p.jsonl", [{"completion": r["ground_truth"]} for r in rows])
+    rc, out, _ = run_cli(["--data", str(SLICE), "--predictions", str(preds)], capsys)
+    assert rc == 0 and "(0-100)" not in out
+    lines = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 3}
+    assert "reward, -3 to 4" in lines["total_reward"] and "0-100" in lines["param_value"]
+    assert "count" in lines["n_examples"]
+    rc, _, err = run_cli(
+        ["--data", str(tmp_path / "nope.json"), "--predictions", str(preds)], capsys
+    )
+    assert rc == 2 and err.startswith("corrgrpo eval tools: data file") and "error:" not in err
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    assert "(code, tools, agent, toy)" in capsys.readouterr().out
+
+
 def test_tools_eval_bad_input_is_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

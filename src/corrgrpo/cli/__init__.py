@@ -29,7 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("corrgrpo.cli.inspect", "per-estimator diagnostics of logged reward vectors"),
     "train": ("corrgrpo.cli.train", "train a model with a multi-reward estimator (TRL)"),
     "compare": ("corrgrpo.cli.compare", "several estimators x seeds on one task, then a report"),
-    "eval": ("corrgrpo.cli.evaluate", "evaluate a domain (code, tools, agent)"),
+    "eval": ("corrgrpo.cli.evaluate", "evaluate a domain (code, tools, agent, toy)"),
     "models": ("corrgrpo.cli.models", "built-in model presets: list, install"),
 }
 

@@ -113,6 +113,9 @@ class RewardComponent:
     name: str
     fn: RewardFn
     weight: float = 1.0
+    #: the lowest and highest value the reward gives (``None``: not bounded, or not known);
+    #: reports clip confidence intervals of its mean to them
+    bounds: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.isidentifier():
@@ -191,6 +194,10 @@ class Task(abc.ABC):
     @property
     def weights(self) -> list[float]:
         return [c.weight for c in self.reward_components()]
+
+    @property
+    def bounds(self) -> list[tuple[float, float] | None]:
+        return [c.bounds for c in self.reward_components()]
 
     @property
     def reward_funcs(self) -> list[RewardFn]:

@@ -105,7 +105,7 @@ class AgentTask(Task):
     def reward_components(self) -> list[RewardComponent]:
         # Distinct function objects: RewardComponent renames ``fn.__name__``.
         return [
-            RewardComponent(name, separate_function(fn), REWARD_WEIGHTS[name])
+            RewardComponent(name, separate_function(fn), REWARD_WEIGHTS[name], bounds=(0.0, 1.0))
             for name, fn in REWARD_FUNCTIONS.items()
         ]
 

@@ -138,7 +138,10 @@ class CodeTask(Task):
     def reward_components(self) -> list[RewardComponent]:
         return [
             RewardComponent(
-                name, CodeRewardFunction(name, self.scorer, name=name), self.scorer.weights[name]
+                name,
+                CodeRewardFunction(name, self.scorer, name=name),
+                self.scorer.weights[name],
+                bounds=(0.0, 1.0),  # every code reward is a share or a 0/1 verdict
             )
             for name in COMPONENTS
         ]

@@ -202,14 +202,28 @@ def metrics_table(result: dict[str, Any]) -> Any:
     from rich.table import Table
 
     kind = result["benchmark"]
-    title = "API-Bank accuracy (%)" if kind == "api_bank" else "RLLA tool calling (0-100)"
+    title = "API-Bank accuracy (%)" if kind == "api_bank" else "RLLA tool calling"
     table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")
+    table.add_column("scale")
     for name, value in result["metrics"].items():
         shown = f"{value:.0f}" if name.startswith("n_") else f"{value:.2f}"
-        table.add_row(name, shown)
+        table.add_row(name, shown, _scale_of(kind, name))
     return table
+
+
+def _scale_of(kind: str, metric: str) -> str:
+    """What a metric's number is on: a count, a percentage, or the reward's own range."""
+    from corrgrpo.domains.tools.rewards import REWARD_RANGES
+
+    if metric.startswith("n_"):
+        return "count"
+    if metric == "total_reward":  # the sum of the four rewards, not rescaled
+        low = sum(lo for lo, _ in REWARD_RANGES.values())
+        high = sum(hi for _, hi in REWARD_RANGES.values())
+        return f"reward, {low:g} to {high:g}"
+    return "%" if kind == "api_bank" else "0-100"
 
 
 def print_generation(result: dict[str, Any]) -> None:
@@ -224,17 +238,14 @@ def print_generation(result: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace, models: EvalModels | None = None) -> int:
-    try:
-        if args.benchmark == "bfcl":
-            from corrgrpo.domains.tools.bfcl_command import run_bfcl
+    # bad input raises; the command line prints it as every command does (one line, status 2)
+    if args.benchmark == "bfcl":
+        from corrgrpo.domains.tools.bfcl_command import run_bfcl
 
-            return run_bfcl(args, models)
-        if args.data is None:
-            raise ValueError("--data is required unless --benchmark bfcl is given")
-        return _run(args, models)
-    except (ValueError, FileNotFoundError, TypeError) as err:
-        print(f"corrgrpo eval tools: error: {err}", file=sys.stderr)
-        return 2
+        return run_bfcl(args, models)
+    if args.data is None:
+        raise ValueError("--data is required unless --benchmark bfcl is given")
+    return _run(args, models)
 
 
 def _run(args: argparse.Namespace, models: EvalModels | None) -> int:

@@ -8,7 +8,12 @@ from typing import Any
 
 from corrgrpo.domains.base import RewardComponent, Task, register_task
 from corrgrpo.domains.tools.metrics import rlla_metrics
-from corrgrpo.domains.tools.rewards import REWARD_FUNCTIONS, REWARD_WEIGHTS, score_batch
+from corrgrpo.domains.tools.rewards import (
+    REWARD_FUNCTIONS,
+    REWARD_RANGES,
+    REWARD_WEIGHTS,
+    score_batch,
+)
 
 
 @register_task("tools")
@@ -109,7 +114,10 @@ class ToolsTask(Task):
         return datasets.Dataset.from_list(rows)
 
     def reward_components(self) -> list[RewardComponent]:
-        return [RewardComponent(n, fn, self._weights[n]) for n, fn in REWARD_FUNCTIONS.items()]
+        return [
+            RewardComponent(n, fn, self._weights[n], bounds=REWARD_RANGES[n])
+            for n, fn in REWARD_FUNCTIONS.items()
+        ]
 
     def evaluate(
         self, rows: Sequence[dict[str, Any]], completions: Sequence[str]

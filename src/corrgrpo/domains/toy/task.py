@@ -130,7 +130,10 @@ class ToyTask(Task):
     def reward_components(self) -> list[RewardComponent]:
         components = [
             RewardComponent(
-                name, fn, rewards.REWARD_WEIGHTS[name] * self.weight_factors.get(name, 1.0)
+                name,
+                fn,
+                rewards.REWARD_WEIGHTS[name] * self.weight_factors.get(name, 1.0),
+                bounds=(0.0, 1.0),  # every toy reward is a share
             )
             for name, fn in rewards.REWARD_FUNCTIONS.items()
         ]
@@ -138,12 +141,17 @@ class ToyTask(Task):
             original = next(c for c in components if c.name == self.duplicate)
             components.append(
                 RewardComponent(
-                    f"{original.name}_copy", separate_function(original.fn), original.weight
+                    f"{original.name}_copy",
+                    separate_function(original.fn),
+                    original.weight,
+                    bounds=original.bounds,
                 )
             )
         if self.noise_judge is not None:
             components.append(
-                RewardComponent("judge", rewards.noise_judge_reward, self.noise_judge)
+                RewardComponent(
+                    "judge", rewards.noise_judge_reward, self.noise_judge, bounds=(0.0, 1.0)
+                )
             )
         return components
 
