@@ -104,3 +104,29 @@ def test_training_run_folder_round_trips_metrics(tmp_path) -> None:
     assert read_metrics(run.path) == [{"step": 1, "reward": None, "x": 2}]
     with pytest.raises(FileExistsError, match="already holds"):
         RunFolder(run.path)
+
+
+def test_intervals_are_cut_at_the_range_a_metric_can_take(tmp_path) -> None:
+    """[0.896, 1.045] for a reward in [0, 1]: the end past 1 is cut there and marked."""
+    from corrgrpo.domains import get_task
+    from corrgrpo.training.report import CLIPPED_MARK, metric_bounds
+
+    stats = SeedStats.of([0.92, 1.0, 1.0], bounds=(0.0, 1.0))
+    assert stats.high == 1.0 and stats.clipped == (False, True)
+    assert stats.low == pytest.approx(SeedStats.of([0.92, 1.0, 1.0]).low)  # the other end stays
+    assert stats.cell().endswith(f", 1.000{CLIPPED_MARK}]")
+    assert stats.to_dict()["ci95_clipped"] == [False, True]
+    assert SeedStats.of([0.5, 0.6, 0.55], bounds=(0.0, 1.0)).clipped == (False, False)
+    bounds = metric_bounds(["a", "b"], [1.0, -0.5], [(0.0, 1.0), (0.0, 2.0)])
+    assert bounds == {"a": (0.0, 1.0), "b": (0.0, 2.0), "total": (-1.0, 1.0)}
+    assert metric_bounds(["a", "b"], [1.0, 1.0], [(0.0, 1.0), None]) == {"a": (0.0, 1.0)}
+    assert get_task("toy").bounds == [(0.0, 1.0)] * 6  # what summary.json records
+
+    runs = [fake_run("x", s, a, 0.5) for s, a in enumerate([0.92, 1.0, 1.0])]
+    runs += [fake_run("y", s, 0.5, 0.5) for s in range(3)]
+    report = write_report(
+        tmp_path, runs, COMPONENTS, [1.0, 1.0], title="T", budget="B", bounds=[(0, 1), (0, 1)]
+    ).read_text()
+    assert f"1.000{CLIPPED_MARK}]" in report and "is cut at the range the metric can take" in report
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["final"]["x"]["a"]["ci95"][1] == 1.0

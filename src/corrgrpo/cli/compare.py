@@ -338,6 +338,7 @@ def report_only(out_dir: Path) -> Path:
     planned: dict[str, int] = {}
     components: list[str] = []
     weights: list[float] = []
+    bounds: list[Any] | None = None  # each reward's range (runs written before: unknown)
     for entry in plan["runs"]:
         label = variant_label(entry["label"], entry.get("setting") or {})
         planned[label] = planned.get(label, 0) + 1
@@ -348,6 +349,7 @@ def report_only(out_dir: Path) -> Path:
             continue
         summary = json.loads(summary_path.read_text())
         components = summary["components"]
+        bounds = summary.get("bounds")
         weights = _shared_weights(weights, summary["weights"]) if summaries else summary["weights"]
         summaries.append(
             RunSummary(
@@ -374,6 +376,7 @@ def report_only(out_dir: Path) -> Path:
         title=plan["title"],
         budget=f"{plan['budget']} {done}, {wall:.0f}s of wall time in all.",
         planned=planned,
+        bounds=bounds,
         sections=(
             (lambda data: sweep_section(data.table, plan, data.metrics, out_dir))
             if plan.get("sweep")

@@ -58,22 +58,38 @@ class SeedStats:
     high: float
     #: seeds the comparison planned for this estimator (0: as many as there are)
     planned: int = 0
+    #: whether the interval was cut at the lowest / highest value the metric can take
+    clipped: tuple[bool, bool] = (False, False)
 
     @classmethod
-    def of(cls, values: Sequence[float], planned: int = 0) -> SeedStats:
+    def of(
+        cls,
+        values: Sequence[float],
+        planned: int = 0,
+        bounds: tuple[float, float] | None = None,
+    ) -> SeedStats:
+        """``bounds``: the range a mean of the metric can take; the interval is cut to it (a
+        t interval of a few seeds near a bound reaches past it)."""
         finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
         n = len(finite)
         mean = statistics.fmean(finite) if finite else math.nan
         std = statistics.stdev(finite) if n > 1 else 0.0
         half = t_quantile_975(n - 1) * std / math.sqrt(n) if n > 1 else math.inf
-        return cls(mean, std, n, mean - half, mean + half, planned)
+        low, high = mean - half, mean + half
+        clipped = (False, False)
+        if bounds is not None and n > 1:
+            clipped = (low < bounds[0], high > bounds[1])
+            low, high = max(low, bounds[0]), min(high, bounds[1])
+        return cls(mean, std, n, low, high, planned, clipped)
 
     def cell(self) -> str:
         fewer = f" of {self.planned} seeds" if self.n < self.planned else ""
         if self.n < 2:
             return f"{self.mean:.3f} (n={self.n}{fewer})"
         note = f" (n={self.n}{fewer})" if fewer else ""
-        return f"{self.mean:.3f} ± {self.std:.3f} [{self.low:.3f}, {self.high:.3f}]{note}"
+        low = f"{self.low:.3f}{CLIPPED_MARK if self.clipped[0] else ''}"
+        high = f"{self.high:.3f}{CLIPPED_MARK if self.clipped[1] else ''}"
+        return f"{self.mean:.3f} ± {self.std:.3f} [{low}, {high}]{note}"
 
     def to_dict(self) -> dict[str, Any]:
         finite = math.isfinite(self.low) and math.isfinite(self.high)
@@ -83,6 +99,8 @@ class SeedStats:
             "n": self.n,
             "ci95": [self.low, self.high] if finite else None,
         }
+        if any(self.clipped):  # which ends were cut at the metric's range
+            out["ci95_clipped"] = list(self.clipped)
         if self.n < self.planned:  # a mean over fewer seeds than the comparison planned
             out["planned"] = self.planned
         return out
@@ -95,6 +113,8 @@ _T_975 = (
     2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
 )  # fmt: skip
 MIN_SEEDS = 3
+#: marks an interval end cut at the range the metric can take
+CLIPPED_MARK = "‡"
 
 
 def t_quantile_975(dof: int) -> float:
@@ -108,17 +128,36 @@ def final_table(
     runs: Sequence[RunSummary],
     metrics: Sequence[str],
     planned: Mapping[str, int] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> dict[str, dict[str, SeedStats]]:
     """estimator -> metric -> statistics over seeds of the after-training evaluation;
-    ``planned``: seeds planned per estimator, so that a mean over fewer says so."""
-    planned = planned or {}
+    ``planned``: seeds planned per estimator, so that a mean over fewer says so; ``bounds``:
+    the range of each metric, where known (intervals are cut to it)."""
+    planned, bounds = planned or {}, bounds or {}
     return {
         est: {
-            m: SeedStats.of([r.end.get(m, math.nan) for r in rs], planned.get(est, 0))
+            m: SeedStats.of(
+                [r.end.get(m, math.nan) for r in rs], planned.get(est, 0), bounds.get(m)
+            )
             for m in metrics
         }
         for est, rs in by_estimator(runs).items()
     }
+
+
+def metric_bounds(
+    components: Sequence[str],
+    weights: Sequence[float],
+    bounds: Sequence[Sequence[float] | None] | None,
+) -> dict[str, tuple[float, float]]:
+    """Each component's range, and the weighted total's (when every component has one)."""
+    if not bounds or len(bounds) != len(components):
+        return {}
+    out = {c: (float(b[0]), float(b[1])) for c, b in zip(components, bounds, strict=True) if b}
+    if len(out) == len(components) and all(math.isfinite(w) for w in weights):
+        ends = [(w * out[c][0], w * out[c][1]) for c, w in zip(components, weights, strict=True)]
+        out["total"] = (sum(min(e) for e in ends), sum(max(e) for e in ends))
+    return out
 
 
 def diagnostics_table(runs: Sequence[RunSummary]) -> dict[str, dict[str, float]]:
@@ -303,9 +342,10 @@ class ReportData:
         components: Sequence[str],
         weights: Sequence[float],
         planned: Mapping[str, int] | None = None,
+        bounds: Sequence[Sequence[float] | None] | None = None,
     ) -> ReportData:
         metrics = [*components, "total"]
-        table = final_table(runs, metrics, planned)
+        table = final_table(runs, metrics, planned, metric_bounds(components, weights, bounds))
         before = {
             est: {m: _mean([r.start.get(m, math.nan) for r in rs]) for m in metrics}
             for est, rs in by_estimator(runs).items()
@@ -338,6 +378,18 @@ def _fewer_seeds(data: ReportData) -> list[str]:
     ]
 
 
+def _clipped_note(data: ReportData) -> list[str]:
+    """A line when some interval was cut at the range its metric can take."""
+    if not any(any(stats.clipped) for row in data.table.values() for stats in row.values()):
+        return []
+    return [
+        "",
+        f"An interval end marked {CLIPPED_MARK} is cut at the range the metric can take (each "
+        "reward's own range; the total's is the weighted sum of them): with few seeds near a "
+        "bound, Student's t interval reaches past it.",
+    ]
+
+
 def final_section(data: ReportData, budget: str, title: str) -> list[str]:
     seeds = sorted({r.seed for r in data.runs})
     header = " | ".join(
@@ -353,6 +405,7 @@ def final_section(data: ReportData, budget: str, title: str) -> list[str]:
         "Final numbers are the after-training evaluation (same prompts, samples and "
         "sampling seed for every run): mean ± standard deviation over seeds [95 % confidence "
         "interval of the mean, Student's t].",
+        *_clipped_note(data),
         *_fewer_seeds(data),
         "",
         "## Final per-component means",
@@ -487,6 +540,7 @@ def write_report(
     budget: str,
     planned: Mapping[str, int] | None = None,
     sections: Callable[[ReportData], tuple[list[str], dict[str, Any]]] | None = None,
+    bounds: Sequence[Sequence[float] | None] | None = None,
 ) -> Path:
     """Write ``report.md`` (+ PNGs and ``results.json``) into ``out_dir``; returns its path.
 
@@ -498,7 +552,7 @@ def write_report(
         raise ValueError("write_report needs at least one finished run")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = ReportData.of(runs, components, weights, planned)
+    data = ReportData.of(runs, components, weights, planned, bounds)
     curves = plot_learning_curves(runs, components, out_dir / "curves.png")
     pareto = plot_pareto(runs, components, out_dir / "pareto.png")
     diag_png = plot_diagnostics(runs, out_dir / "diagnostics.png")

@@ -359,6 +359,7 @@ def _summary(setup: _Setup, result: RunResult, state: RunState, extra: dict[str,
         {
             "components": result.components,
             "weights": result.weights,
+            "bounds": setup.task.bounds,
             "start": result.start,
             "end": result.end,
             "warm_start_steps": state.warm_start_steps,
