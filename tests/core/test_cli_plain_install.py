@@ -170,5 +170,38 @@ def test_plain_install_names_the_missing_extra(
     result = plain(plain_path, tmp_path, *argv)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert f"pip install 'corrgrpo[{extra}]'" in lines[0]
+    assert re.search(rf"pip install (-e )?'\S+\[{extra}\]'$", lines[0]), lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_missing_extra_line_names_the_install_that_works(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Installed from a clone, `pip install 'corrgrpo[x]'` finds no distribution: the line
+    names the clone."""
+    from importlib import metadata
+
+    from corrgrpo.cli import errors
+
+    class Installed:
+        def __init__(self, record: str | None) -> None:
+            self.record = record
+
+        def read_text(self, name: str) -> str | None:
+            return self.record
+
+    clone = tmp_path / "corrgrpo"
+    editable = json.dumps({"dir_info": {"editable": True}, "url": clone.as_uri()})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(metadata, "distribution", lambda name: Installed(editable))
+    assert errors.install_command("trl") == "pip install -e './corrgrpo[trl]'"
+    clone.mkdir()
+    monkeypatch.chdir(clone)
+    assert errors.install_command("trl") == "pip install -e '.[trl]'"
+    monkeypatch.chdir(clone / "..")
+    assert errors.install_command("trl") == "pip install -e './corrgrpo[trl]'"
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert errors.install_command("trl") == f"pip install -e '{clone}[trl]'"
+    monkeypatch.setattr(metadata, "distribution", lambda name: Installed(None))  # a wheel
+    assert errors.install_command("trl") == "pip install 'corrgrpo[trl]'"

@@ -45,8 +45,34 @@ class MissingExtraError(UsageError):
         needed = f" for {purpose}" if purpose else ""
         super().__init__(
             f"needs the '{extra}' extra{needed} ({module} is not installed): "
-            f"pip install 'corrgrpo[{extra}]'"
+            f"{install_command(extra)}"
         )
+
+
+def install_command(extra: str) -> str:
+    """The pip command that adds ``extra`` to this installation: from the clone it was
+    installed from (``pip install -e``), else from the package index."""
+    import json
+    import os
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    try:
+        record = metadata.distribution("corrgrpo").read_text("direct_url.json")
+        origin = json.loads(record) if record else {}
+    except (metadata.PackageNotFoundError, ValueError):
+        origin = {}
+    url = urlparse(str(origin.get("url", "")))
+    if url.scheme == "file" and "dir_info" in origin:
+        folder = unquote(url.path)
+        relative = os.path.relpath(folder)
+        # pip takes a path only when it looks like one: "./name", ".", or absolute
+        shown = folder if relative.startswith("..") else relative
+        if shown != "." and not os.path.isabs(shown):
+            shown = f"./{shown}"
+        editable = "-e " if origin["dir_info"].get("editable") else ""
+        return f"pip install {editable}'{shown}[{extra}]'"
+    return f"pip install 'corrgrpo[{extra}]'"
 
 
 def is_installed(module: str) -> bool:
