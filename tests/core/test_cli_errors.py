@@ -201,3 +201,16 @@ def test_cli_output_into_a_closed_pipe_stops_quietly(tmp_path: Path) -> None:
         os.close(write_end)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
     assert done.returncode == 141
+
+
+def test_a_json_error_is_a_whole_phrase() -> None:
+    """json says "Invalid control character at" and puts the position after it; the message
+    was cut there ("... Invalid control character at (line 1, column 9)")."""
+    import json
+
+    from corrgrpo.cli.errors import one_line_message
+
+    with pytest.raises(json.JSONDecodeError) as caught:
+        json.loads('{"a": "x\ty"}')
+    message = one_line_message(caught.value)
+    assert message == "not valid JSON: Invalid control character at line 1, column 9"

@@ -99,7 +99,9 @@ def one_line_message(error: BaseException) -> str | None:
         extra = EXTRA_OF_MODULE.get(root)
         return None if extra is None else str(MissingExtraError(extra, root))
     if isinstance(error, json.JSONDecodeError):
-        return f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+        from corrgrpo.utils.jsonl import json_problem
+
+        return f"not valid JSON: {json_problem(error, line=True)}"
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         return f"{error.strerror}: {error.filename}"
     if isinstance(error, UnicodeDecodeError):

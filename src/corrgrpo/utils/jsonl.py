@@ -30,14 +30,19 @@ def iter_jsonl_lines(
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            # json's messages end in "at" before the position ("Invalid control character at")
-            what = f"{err.msg.removesuffix(' at')} at column {err.colno}"
-            raise ValueError(f"{source}:{number}: not valid JSON ({what})") from None
+            raise ValueError(f"{source}:{number}: not valid JSON ({json_problem(err)})") from None
         if objects_only and not isinstance(record, dict):
             raise ValueError(
                 f"{source}:{number}: expected a JSON object, got {type(record).__name__}"
             )
         yield number, record
+
+
+def json_problem(error: json.JSONDecodeError, *, line: bool = False) -> str:
+    """What is wrong and where, as a whole phrase: json's own messages end in "at" before the
+    position it appends ("Invalid control character at")."""
+    where = f"line {error.lineno}, column {error.colno}" if line else f"column {error.colno}"
+    return f"{error.msg.removesuffix(' at')} at {where}"
 
 
 def read_jsonl(path: str | Path, *, objects_only: bool = False) -> list[Any]:

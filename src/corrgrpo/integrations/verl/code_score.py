@@ -22,6 +22,7 @@ from typing import Any
 
 from corrgrpo.domains.code.rewards import get_default_scorer
 from corrgrpo.domains.code.scoring import COMPONENTS, CodeScore, CodeScorer
+from corrgrpo.utils.jsonl import json_problem
 
 
 def ground_truth_row(ground_truth: Any) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def ground_truth_row(ground_truth: Any) -> dict[str, Any]:
         try:
             ground_truth = json.loads(ground_truth)
         except json.JSONDecodeError as err:
-            raise ValueError(f"code ground_truth is not valid JSON: {err.msg}") from err
+            raise ValueError(f"code ground_truth is not valid JSON: {json_problem(err)}") from err
     if not isinstance(ground_truth, Mapping):
         raise TypeError(
             f"code ground_truth must be a dict or JSON object, got {type(ground_truth).__name__}"
