@@ -130,3 +130,14 @@ def test_intervals_are_cut_at_the_range_a_metric_can_take(tmp_path) -> None:
     assert f"1.000{CLIPPED_MARK}]" in report and "is cut at the range the metric can take" in report
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["final"]["x"]["a"]["ci95"][1] == 1.0
+
+
+def test_a_tie_is_not_reported_as_a_lead() -> None:
+    """`format: corr_grpo 0.980 ahead of grpo 0.980 (lead +0.000)` was the line for a tie."""
+    table = {
+        "corr_grpo": {"format": SeedStats.of([0.98, 0.98, 0.98])},
+        "grpo": {"format": SeedStats.of([0.98, 0.98, 0.9801])},
+    }
+    (line,) = verdict_lines(table, ["format"])
+    assert "ahead" not in line and "lead" not in line
+    assert "tied with" in line and "differ by less than 0.0005" in line

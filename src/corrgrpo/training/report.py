@@ -202,9 +202,16 @@ def verdict_lines(table: dict[str, dict[str, SeedStats]], metrics: Sequence[str]
             lines.append(f"- **{metric}**: {ranked[0]} {best.cell()} (nothing to compare with)")
             continue
         second = table[ranked[1]][metric]
+        lead = best.mean - second.mean
+        if abs(lead) < 0.0005:  # equal as printed: neither is ahead
+            lines.append(
+                f"- **{metric}**: {ranked[0]} {best.cell()} tied with {ranked[1]} "
+                f"{second.cell()} (the means differ by less than 0.0005)"
+            )
+            continue
         lines.append(
             f"- **{metric}**: {ranked[0]} {best.cell()} ahead of {ranked[1]} {second.cell()} "
-            f"(lead {best.mean - second.mean:+.3f}; {_strength(best, second)})"
+            f"(lead {lead:+.3f}; {_strength(best, second)})"
         )
     return lines
 
