@@ -101,33 +101,38 @@ def _not_applicable_notes(
     """Per component with rows that have no value: how many lack it, are null, are NaN."""
     notes = []
     for c in components:
-        kinds: dict[str, list[str]] = {"without it": [], "null": [], "NaN": []}
+        counts = {"without it": 0, "null": 0, "NaN": 0}
+        first = None
         for r, at in zip(rows, where, strict=True):
-            if c not in r:
-                kinds["without it"].append(at)
-            elif r[c] is None:
-                kinds["null"].append(at)
-            elif isinstance(r[c], float) and math.isnan(r[c]):
-                kinds["NaN"].append(at)
-        found = [(kind, ats) for kind, ats in kinds.items() if ats]
-        if not found:
+            kind = _missing_kind(r, c)
+            if kind is not None:
+                counts[kind] += 1
+                first = first or at
+        if first is None:
             continue
-        counts = ", ".join(f"{len(ats)} {kind}" for kind, ats in found)
-        first = min((ats[0] for _, ats in found), key=where.index)
+        said = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
         notes.append(
-            f"component {c!r}: {counts} (first: {first}), of {len(rows)} rows; counted as not "
+            f"component {c!r}: {said} (first: {first}), of {len(rows)} rows; counted as not "
             "applicable: left out of that component's statistics in its group"
         )
     return notes
 
 
-def read_rows(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """Every record of the JSONL / parquet files (folders: their ``*.parquet`` and ``*.jsonl``)."""
-    return read_located_rows(paths)[0]
+def _missing_kind(row: dict[str, Any], component: str) -> str | None:
+    """How ``row`` has no value for ``component`` (``None``: it has one)."""
+    if component not in row:
+        return "without it"
+    value = row[component]
+    if value is None:
+        return "null"
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return None
 
 
 def read_located_rows(paths: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
-    """:func:`read_rows`, and where each record is: ``file:LINE``, or ``file row N``."""
+    """Every record of the JSONL / parquet files (folders: their ``*.parquet`` and ``*.jsonl``),
+    and where each one is: ``file:LINE``, or ``file row N``."""
     from corrgrpo.utils.jsonl import iter_jsonl_lines
 
     rows: list[dict[str, Any]] = []

@@ -588,7 +588,7 @@ def _train_with_checkpoints(
             setup.run.metrics_path.touch()
         return state, rows, None
     stop.phase = "training"
-    if stop.requested:  # asked during the first evaluation's last batch
+    if stop.requested:  # asked after the first evaluation's last batch
         raise _interrupted(
             setup,
             stop,
@@ -651,16 +651,20 @@ def _quiet_tied_weights_warning(model: Any) -> Iterator[None]:
     """Trainer warns that a checkpoint lacks ``lm_head.weight`` when the output layer shares
     the embedding (tied weights are saved once, by design); that warning, and only it, is
     dropped."""
+    import ast
     import logging
 
     aliases = tied_aliases(model)
+    prefix = "There were missing keys in the checkpoint model loaded: "
 
     def keep(record: logging.LogRecord) -> bool:
         text = record.getMessage()
-        prefix = "There were missing keys in the checkpoint model loaded: "
         if not text.startswith(prefix):
             return True
-        names = {n.strip(" '\"") for n in text[len(prefix) :].rstrip(".").strip("[]").split(",")}
+        try:  # the message ends in the Python list of names, then "."
+            names = set(ast.literal_eval(text[len(prefix) :].removesuffix(".")))
+        except (ValueError, SyntaxError, TypeError):
+            return True
         return not names <= aliases
 
     logger = logging.getLogger("transformers.trainer")
@@ -756,8 +760,6 @@ def _final_evaluation(
     )
     if stop.requested:  # during the last step or while its weights were written
         raise _interrupted(setup, stop, f"after the last training step; {kept}")
-    if not rows:
-        return {}
     stop.phase = "evaluation"
     try:
         return _evaluator(setup, model, tokenizer, rows, stop, ui)("final evaluation")

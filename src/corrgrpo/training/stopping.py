@@ -127,8 +127,7 @@ class StopRequest:
         else:
             print(message, file=sys.stderr, flush=True)
 
-    def check(self, *_: Any) -> None:
-        """A safe point: raise :class:`PhaseStopped` if a stop was requested (the arguments,
-        e.g. a progress callback's, are ignored)."""
+    def check(self) -> None:
+        """A safe point: raise :class:`PhaseStopped` if a stop was requested."""
         if self.signum is not None:
             raise PhaseStopped
