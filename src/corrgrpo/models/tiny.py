@@ -14,7 +14,7 @@ Typical use::
 from __future__ import annotations
 
 import string
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerFast
@@ -138,34 +138,17 @@ def build_tiny_model(
 
 
 def build_tiny_model_and_tokenizer(
-    *,
-    alphabet: str = DEFAULT_ALPHABET,
-    architecture: str = "qwen3",
-    hidden_size: int = 32,
-    num_layers: int = 2,
-    num_heads: int = 4,
-    intermediate_size: int | None = None,
-    max_position_embeddings: int = 1024,
-    seed: int = 0,
+    *, alphabet: str = DEFAULT_ALPHABET, **model_options: Any
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
-    """Build a character-level tokenizer and a freshly initialised tiny model for it."""
+    """Build a character-level tokenizer and a freshly initialised tiny model for it
+    (``model_options``: those of :func:`build_tiny_model`)."""
     tokenizer = build_tiny_tokenizer(alphabet)
-    model = build_tiny_model(
-        tokenizer,
-        architecture=architecture,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_size=intermediate_size,
-        max_position_embeddings=max_position_embeddings,
-        seed=seed,
-    )
-    return model, tokenizer
+    return build_tiny_model(tokenizer, **model_options), tokenizer
 
 
-def save_tiny_model_and_tokenizer(output_dir: str, **build_options: object) -> str:
+def save_tiny_model_and_tokenizer(output_dir: str, **build_options: Any) -> str:
     """Build a tiny model and tokenizer and save both to ``output_dir`` (loadable by the ``Auto*`` classes)."""
-    model, tokenizer = build_tiny_model_and_tokenizer(**build_options)  # type: ignore[arg-type]
+    model, tokenizer = build_tiny_model_and_tokenizer(**build_options)
     model.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     return output_dir

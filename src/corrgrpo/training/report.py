@@ -240,6 +240,28 @@ def _seed_curves(
     return list(curves[0][0][:length]), [list(v[:length]) for _, v in curves]
 
 
+def _plot_seed_means(
+    ax: Any, runs: Sequence[RunSummary], key: str, label: str, window: int, *, band: bool
+) -> None:
+    """One line per estimator: the seed mean of ``key`` over steps (``band``: min..max shaded)."""
+    for i, (est, rs) in enumerate(by_estimator(runs).items()):
+        aligned = _seed_curves(rs, key, window)
+        if aligned is None:
+            continue
+        steps, stacked = aligned
+        columns = list(zip(*stacked, strict=True))
+        mean = [statistics.fmean(col) for col in columns]
+        if band:
+            ax.plot(steps, mean, color=f"C{i}", label=est, linewidth=1.5)
+            low, high = [min(col) for col in columns], [max(col) for col in columns]
+            ax.fill_between(steps, low, high, color=f"C{i}", alpha=0.15, linewidth=0)
+        else:
+            ax.plot(steps, mean, color=f"C{i}", label=est)
+    ax.set_title(label, fontsize=9)
+    ax.set_xlabel("step", fontsize=8)
+    ax.tick_params(labelsize=7)
+
+
 def plot_learning_curves(
     runs: Sequence[RunSummary], components: Sequence[str], out: Path, window: int = 5
 ) -> Path:
@@ -250,19 +272,7 @@ def plot_learning_curves(
     rows = math.ceil(len(keys) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.7 * rows), squeeze=False)
     for ax, (key, label) in zip(axes.flat, keys, strict=False):
-        for i, (est, rs) in enumerate(by_estimator(runs).items()):
-            aligned = _seed_curves(rs, key, window)
-            if aligned is None:
-                continue
-            steps, stacked = aligned
-            mean = [statistics.fmean(col) for col in zip(*stacked, strict=True)]
-            low = [min(col) for col in zip(*stacked, strict=True)]
-            high = [max(col) for col in zip(*stacked, strict=True)]
-            ax.plot(steps, mean, color=f"C{i}", label=est, linewidth=1.5)
-            ax.fill_between(steps, low, high, color=f"C{i}", alpha=0.15, linewidth=0)
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=7)
+        _plot_seed_means(ax, runs, key, label, window, band=True)
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
@@ -298,16 +308,7 @@ def plot_diagnostics(runs: Sequence[RunSummary], out: Path, window: int = 5) -> 
     keys = list(DIAGNOSTIC_KEYS.items())
     fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 2.8), squeeze=False)
     for ax, (key, label) in zip(axes.flat, keys, strict=True):
-        for i, (est, rs) in enumerate(by_estimator(runs).items()):
-            aligned = _seed_curves(rs, key, window)
-            if aligned is None:
-                continue
-            steps, stacked = aligned
-            mean = [statistics.fmean(col) for col in zip(*stacked, strict=True)]
-            ax.plot(steps, mean, color=f"C{i}", label=est)
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=7)
+        _plot_seed_means(ax, runs, key, label, window, band=False)
     axes.flat[0].legend(fontsize=7)
     return save_figure(fig, out)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,21 @@ def json_problem(error: json.JSONDecodeError, *, line: bool = False) -> str:
     position it appends ("Invalid control character at")."""
     where = f"line {error.lineno}, column {error.colno}" if line else f"column {error.colno}"
     return f"{error.msg.removesuffix(' at')} at {where}"
+
+
+def json_object(value: Any, what: str) -> dict[str, Any]:
+    """``value`` as a dict: a mapping as it is, JSON text (str or bytes) parsed; ``ValueError``
+    naming ``what`` otherwise."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{what} is not valid JSON: {json_problem(err)}") from None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be a JSON object, got {value!r:.200}")
+    return dict(value)
 
 
 def read_jsonl(path: str | Path, *, objects_only: bool = False) -> list[Any]:

@@ -50,19 +50,21 @@ def get_suite(name: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION) -> 
 def get_user_task(
     suite: str, user_task_id: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION
 ) -> Any:
-    tasks = get_suite(suite, benchmark_version).user_tasks
-    if user_task_id not in tasks:
-        raise ValueError(f"suite {suite!r} has no user task {user_task_id!r}")
-    return tasks[user_task_id]
+    return _suite_task(suite, "user", user_task_id, benchmark_version)
 
 
 def get_injection_task(
     suite: str, injection_task_id: str, benchmark_version: str = DEFAULT_BENCHMARK_VERSION
 ) -> Any:
-    tasks = get_suite(suite, benchmark_version).injection_tasks
-    if injection_task_id not in tasks:
-        raise ValueError(f"suite {suite!r} has no injection task {injection_task_id!r}")
-    return tasks[injection_task_id]
+    return _suite_task(suite, "injection", injection_task_id, benchmark_version)
+
+
+def _suite_task(suite: str, kind: str, task_id: str, benchmark_version: str) -> Any:
+    """The ``kind`` ("user" or "injection") task ``task_id`` of ``suite``."""
+    tasks = getattr(get_suite(suite, benchmark_version), f"{kind}_tasks")
+    if task_id not in tasks:
+        raise ValueError(f"suite {suite!r} has no {kind} task {task_id!r}")
+    return tasks[task_id]
 
 
 def tool_schemas(

@@ -15,7 +15,6 @@ The plugin registers it whenever verl imports its agent loops.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 from uuid import uuid4
@@ -28,6 +27,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from corrgrpo.integrations.verl.config import AGENT_LOOP_NAME as AGENT_NAME
+from corrgrpo.utils.jsonl import json_object
 
 
 def case_of(row: Mapping[str, Any]) -> Any:
@@ -36,16 +36,7 @@ def case_of(row: Mapping[str, Any]) -> Any:
 
     reward_model = row.get("reward_model")
     spec = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
-    if isinstance(spec, str):
-        try:
-            spec = json.loads(spec)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"agent row ground_truth is not a JSON case: {err}") from None
-    if not isinstance(spec, Mapping):
-        raise ValueError(
-            f"agent rows need reward_model.ground_truth describing the case, got {spec!r:.200}"
-        )
-    return AgentCase.from_columns(dict(spec))
+    return AgentCase.from_columns(json_object(spec, "agent row reward_model.ground_truth"))
 
 
 @register(AGENT_NAME)

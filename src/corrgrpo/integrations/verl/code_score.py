@@ -15,30 +15,18 @@ verl data (``prompt`` = import preamble, ``reference_solution``) is accepted too
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from corrgrpo.domains.code.rewards import get_default_scorer
 from corrgrpo.domains.code.scoring import COMPONENTS, CodeScore, CodeScorer
-from corrgrpo.utils.jsonl import json_problem
+from corrgrpo.utils.jsonl import json_object
 
 
 def ground_truth_row(ground_truth: Any) -> dict[str, Any]:
     """A scoring row from verl's ``ground_truth`` (dict or JSON text)."""
-    if isinstance(ground_truth, bytes):
-        ground_truth = ground_truth.decode("utf-8")
-    if isinstance(ground_truth, str):
-        try:
-            ground_truth = json.loads(ground_truth)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"code ground_truth is not valid JSON: {json_problem(err)}") from err
-    if not isinstance(ground_truth, Mapping):
-        raise TypeError(
-            f"code ground_truth must be a dict or JSON object, got {type(ground_truth).__name__}"
-        )
-    row = dict(ground_truth)
+    row = json_object(ground_truth, "code ground_truth")
     if "preamble" not in row and isinstance(row.get("prompt"), str):
         row["preamble"] = row["prompt"]
     if "reference" not in row and "reference_solution" in row:
