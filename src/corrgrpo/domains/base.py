@@ -85,6 +85,15 @@ class EvalModels(Protocol):
         ...
 
 
+def generation_line(generation: Mapping[str, Any]) -> str:
+    """What generating took (an :attr:`EvalModels.generation`), in one line for a report."""
+    return (
+        f"generated {generation['new_tokens']} tokens for {generation['rows']} rows in "
+        f"{generation['seconds']:.1f} s ({generation['tokens_per_second']:.1f} tokens/s); "
+        f"{generation['rows_at_budget']} rows used the whole --max-new-tokens budget"
+    )
+
+
 def require_models(models: EvalModels | None, model: str) -> EvalModels:
     """``models``, or a clear error when a domain is run without them for ``--model``."""
     if models is None:

@@ -34,7 +34,12 @@ from corrgrpo.training.checkpoints import (
 from corrgrpo.training.preflight import warm_start_only
 from corrgrpo.training.resume import RunState, load_run_settings, resume_point
 from corrgrpo.training.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
-from corrgrpo.training.settings import RunSettings, build_trainer_config, checkpoint_period
+from corrgrpo.training.settings import (
+    RunSettings,
+    build_trainer_config,
+    checkpoint_period,
+    warm_start_steps,
+)
 from corrgrpo.training.stage import (
     STAGE_DIR,
     START_EVALUATION,
@@ -51,8 +56,6 @@ from corrgrpo.training.stage import (
 )
 from corrgrpo.training.stopping import PhaseStopped, StopRequest, TrainingInterrupted
 from corrgrpo.utils.command import cli_command
-
-DEFAULT_WARM_START_STEPS = 200
 
 
 @dataclass
@@ -108,15 +111,6 @@ def load_model_and_tokenizer(settings: RunSettings, task: Task) -> tuple[Any, An
     init_kwargs = dict(settings.trainer.get("model_init_kwargs") or {})
     model = AutoModelForCausalLM.from_pretrained(path, **init_kwargs)
     return model, tokenizer
-
-
-def warm_start_steps(settings: RunSettings, task: Task) -> int:
-    """The run's warm-start steps: none on a task without demonstrations (skipped, one line)."""
-    if not callable(getattr(task, "demonstrations", None)):
-        return 0
-    if settings.warm_start_steps is not None:
-        return int(settings.warm_start_steps)
-    return DEFAULT_WARM_START_STEPS if settings.model is None else 0
 
 
 def prompt_length(tokenizer: Any, prompt: Any) -> int:

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.base import completion_text
 from corrgrpo.utils.jsonl import read_jsonl
 
 Row = dict[str, Any]
@@ -230,6 +231,18 @@ def load_api_bank(
             row["index"], row["file_index"] = len(rows), i
             rows.append(row)
     return rows[:limit] if limit is not None else rows
+
+
+# ---------------------------------------------------------------- reading predictions
+
+
+def prediction_text(value: Any, where: str) -> str:
+    """The text of a stored prediction (a string or chat messages); anything else is an error
+    of the file, named by ``where``."""
+    try:
+        return completion_text(value)
+    except TypeError as err:
+        raise ValueError(f"{where}: the prediction is not text: {err}") from None
 
 
 # ---------------------------------------------------------------- aligning predictions
