@@ -147,8 +147,7 @@ def eval_rows(task: Task, settings: RunSettings, tokenizer: Any = None) -> list[
     only rows whose prompt fits ``max_prompt_length`` (as for training)."""
     if settings.eval_prompts <= 0:
         return []
-    data = task.load_dataset(settings.eval_split)
-    rows = [dict(data[i]) for i in range(len(data))]
+    rows = task.load_dataset(settings.eval_split)
     if tokenizer is not None and settings.max_prompt_length is not None:
         rows, _ = filter_long_prompts(rows, tokenizer, settings.max_prompt_length)
     return rows[: settings.eval_prompts]
@@ -185,9 +184,11 @@ def _prepare(settings: RunSettings, resume: bool = False) -> _Setup:
     for torch. TRL writes checkpoints into ``<run>/trainer`` (the staging area)."""
     from accelerate.utils import broadcast_object_list
 
+    from corrgrpo.integrations.hub import install_hub_reader
     from corrgrpo.utils.threads import choose_threads, set_torch_threads
 
     threads = choose_threads(settings.threads)
+    install_hub_reader()  # a task's data may be a hub dataset named by the run
     task = get_task(settings.task, **settings.task_options)
     # The config first: a bad option fails before any folder exists, and setting up its device
     # joins the process group under torchrun, so all processes can agree on one run folder.
@@ -312,7 +313,7 @@ def _build_trainer(
     from transformers import PrinterCallback, ProgressCallback
 
     from corrgrpo.integrations.trl import CorrGRPOTrainer
-    from corrgrpo.integrations.trl.tasks import task_trainer_kwargs
+    from corrgrpo.integrations.trl.tasks import task_trainer_kwargs, trainer_dataset
     from corrgrpo.training.callbacks import RichProgressCallback
 
     settings = setup.settings
@@ -324,7 +325,7 @@ def _build_trainer(
         model=model,
         reward_funcs=setup.task.reward_funcs,
         args=setup.config,
-        train_dataset=dataset,
+        train_dataset=trainer_dataset(dataset),
         processing_class=tokenizer,
         callbacks=callbacks,
         **task_trainer_kwargs(setup.task),  # e.g. the agent task's multi-turn rollout
