@@ -65,7 +65,7 @@ def test_agent_two_step_grpo_training_on_cpu(banking_tokenizer, tmp_path) -> Non
 
     from corrgrpo.domains.base import get_task
     from corrgrpo.integrations.trl import CorrGRPOConfig, CorrGRPOTrainer
-    from corrgrpo.integrations.trl.tasks import task_trainer_kwargs
+    from corrgrpo.integrations.trl.tasks import task_trainer_kwargs, trainer_dataset
 
     task = get_task(
         "agent",
@@ -103,7 +103,7 @@ def test_agent_two_step_grpo_training_on_cpu(banking_tokenizer, tmp_path) -> Non
         model=model,
         reward_funcs=task.reward_funcs,
         args=args,
-        train_dataset=dataset,
+        train_dataset=trainer_dataset(dataset),
         processing_class=banking_tokenizer,
         **task_trainer_kwargs(task),
     )

@@ -21,6 +21,7 @@ def test_code_task_rewards_drive_a_trl_step(tmp_path: Path) -> None:
     from corrgrpo.domains.code.calibration import RuntimeCache
     from corrgrpo.domains.code.execution import SandboxExecutor
     from corrgrpo.integrations.trl import CorrGRPOConfig, CorrGRPOTrainer
+    from corrgrpo.integrations.trl.tasks import trainer_dataset
     from corrgrpo.models.tiny import save_tiny_model_and_tokenizer
 
     model_dir = save_tiny_model_and_tokenizer(
@@ -49,7 +50,7 @@ def test_code_task_rewards_drive_a_trl_step(tmp_path: Path) -> None:
             model=model_dir,
             reward_funcs=task.reward_funcs,
             args=config,
-            train_dataset=task.load_dataset("test"),
+            train_dataset=trainer_dataset(task.load_dataset("test")),
         )
         assert list(trainer.reward_func_names) == list(COMPONENTS)
         trainer.train()

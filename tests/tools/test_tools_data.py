@@ -104,6 +104,12 @@ def test_tools_load_rlla_errors(tmp_path: Path) -> None:
 def test_tools_load_rlla_hub_name(monkeypatch: pytest.MonkeyPatch) -> None:
     import datasets
 
+    from corrgrpo.domains import base
+    from corrgrpo.integrations.hub import install_hub_reader
+
+    monkeypatch.setattr(base, "_HUB_READER", [])  # restored after the test
+    install_hub_reader()  # what the corrgrpo command and training runs do
+
     seen: dict[str, Any] = {}
 
     def fake_load_dataset(name: str, split: str) -> list[dict[str, Any]]:

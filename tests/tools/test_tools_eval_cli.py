@@ -182,8 +182,10 @@ def test_tools_task_registry_and_components() -> None:
 
 
 def test_tools_task_dataset_feeds_the_reward_functions_like_trl() -> None:
+    from corrgrpo.integrations.trl.tasks import trainer_dataset
+
     task = get_task("tools", source=str(SLICE))
-    ds = task.load_dataset("train")
+    ds = trainer_dataset(task.load_dataset("train"))
     assert "prompt" in ds.column_names and "ground_truth" in ds.column_names
     batch = ds[:6]
     columns = {k: v for k, v in batch.items() if k != "prompt"}

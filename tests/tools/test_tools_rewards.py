@@ -1,4 +1,6 @@
-"""Worked examples for every rule of the four tool-calling rewards (PAPER.md §4)."""
+"""Worked examples for every rule of the four tool-calling rewards (the tool-calling
+experiments of "CorrGRPO: Correlation-Normalized GRPO for Multi-Reward Learning",
+arXiv 2609.36820)."""
 
 from __future__ import annotations
 

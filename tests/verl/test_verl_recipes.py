@@ -14,7 +14,9 @@ CONFIGS = sorted(
     p for p in (RECIPES / "config").glob("corrgrpo_*.yaml") if p.stem != "corrgrpo_base"
 )
 
-# PAPER.md §3-5: model, prompts per batch x samples, lr, KL, prompt/response lengths
+# The training settings of the code, tool-calling and agent experiments of "CorrGRPO:
+# Correlation-Normalized GRPO for Multi-Reward Learning" (arXiv 2609.36820): model, prompts
+# per batch x samples, lr, KL, prompt/response lengths
 PAPER = {
     "code": {
         "model": "Qwen/Qwen2.5-Coder-7B-Instruct",

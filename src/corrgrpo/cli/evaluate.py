@@ -199,9 +199,12 @@ def _checked(
     """``func`` with the model loaders, after the domain's extras are found installed."""
 
     def run(args: argparse.Namespace) -> Any:
+        from corrgrpo.integrations.hub import install_hub_reader
+
         for need in NEEDS.get(domain, ()):
             need(args)
         _generation_budget(domain, args)
+        install_hub_reader()  # --data may name a hub dataset
         return func(args, TransformersModels())
 
     return run

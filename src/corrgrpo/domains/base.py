@@ -1,7 +1,8 @@
 """The ``Task`` interface: what a domain provides to ``corrgrpo train`` / ``compare`` / ``eval``.
 
 A task bundles a dataset, how a row becomes a prompt, the named reward components (each a
-TRL-style reward function with a weight) and evaluation metrics. Reward functions follow
+TRL-style reward function with a weight) and evaluation metrics. Its data are plain rows (a
+list of dicts); the training layer turns them into whatever its framework reads. Reward functions follow
 TRL's convention: ``fn(prompts, completions, **columns) -> list[float | None]`` where the
 extra keyword arguments are the dataset's other columns, batched; ``None`` means "not
 applicable" and becomes NaN in the reward matrix.
@@ -15,6 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 RewardFn = Callable[..., Sequence[float | None]]
+Row = dict[str, Any]
+#: reads a dataset of the dataset hub by name: ``reader(dataset, split, **options) -> rows``
+#: (options such as a configuration ``name`` go to the dataset library)
+HubReader = Callable[..., list[Row]]
 
 
 def completion_text(completion: Any) -> str:
@@ -85,6 +90,15 @@ class EvalModels(Protocol):
         ...
 
 
+def generation_line(generation: Mapping[str, Any]) -> str:
+    """What generating took (an :attr:`EvalModels.generation`), in one line for a report."""
+    return (
+        f"generated {generation['new_tokens']} tokens for {generation['rows']} rows in "
+        f"{generation['seconds']:.1f} s ({generation['tokens_per_second']:.1f} tokens/s); "
+        f"{generation['rows_at_budget']} rows used the whole --max-new-tokens budget"
+    )
+
+
 def require_models(models: EvalModels | None, model: str) -> EvalModels:
     """``models``, or a clear error when a domain is run without them for ``--model``."""
     if models is None:
@@ -134,8 +148,8 @@ class Task(abc.ABC):
     name: str = ""
 
     @abc.abstractmethod
-    def load_dataset(self, split: str = "train") -> Any:
-        """Return a ``datasets.Dataset`` (or a list of dict rows) with a ``prompt`` column.
+    def load_dataset(self, split: str = "train") -> list[Row]:
+        """The rows of ``split``: plain dicts, each with a ``prompt``.
 
         ``prompt`` is either a string or a list of chat messages; the other columns reach the
         reward functions as keyword arguments.
@@ -202,6 +216,30 @@ class Task(abc.ABC):
     @property
     def reward_funcs(self) -> list[RewardFn]:
         return [c.fn for c in self.reward_components()]
+
+
+_HUB_READER: list[HubReader] = []  # the one installed, if any
+
+
+def set_hub_reader(reader: HubReader | None) -> HubReader | None:
+    """Install the function that reads hub datasets by name (``None``: none); returns the one
+    it replaces. Domains do not import a dataset library: an upper layer installs it
+    (:func:`corrgrpo.integrations.hub.install_hub_reader`, which the ``corrgrpo`` command,
+    training runs and the verl data writer call)."""
+    previous = _HUB_READER[0] if _HUB_READER else None
+    _HUB_READER[:] = [] if reader is None else [reader]
+    return previous
+
+
+def read_hub_dataset(dataset: str, split: str, /, **options: Any) -> list[Row]:
+    """The rows of split ``split`` of hub dataset ``dataset``, through the installed reader."""
+    if not _HUB_READER:
+        raise ValueError(
+            f"{dataset!r} names a hub dataset, and no hub reader is installed: call "
+            "corrgrpo.integrations.hub.install_hub_reader() first (the corrgrpo command does), "
+            "or give a local file"
+        )
+    return _HUB_READER[0](dataset, split, **options)
 
 
 _TASKS: dict[str, Callable[..., Task]] = {}

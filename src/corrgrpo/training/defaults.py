@@ -21,6 +21,10 @@ TINY_MODEL_DEFAULTS: dict[str, Any] = {
     "max_position_embeddings": 64,
 }
 
+# Supervised warm-start steps of a tiny-model run on a task with demonstrations (a --model run
+# starts from a trained model: none).
+DEFAULT_WARM_START_STEPS = 200
+
 # Checkpoints: a GPU run loses at most half an hour; two kept, so a torn newest one has a
 # predecessor. Preemption (SIGTERM) and Ctrl-C save one whatever these say.
 DEFAULT_SAVE_MINUTES = 30.0

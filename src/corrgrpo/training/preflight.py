@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.training.settings import RunSettings, gpu_available
+from corrgrpo.training.settings import RunSettings, gpu_available, warm_start_steps
 
 
 @dataclass(frozen=True)
@@ -260,8 +260,6 @@ def warm_start_only(settings: RunSettings) -> bool:
 
 def check_warm_start_only(settings: RunSettings, task: Any) -> None:
     """A warm-start-only run needs a warm start to do."""
-    from corrgrpo.training.run import warm_start_steps
-
     if warm_start_only(settings) and warm_start_steps(settings, task) == 0:
         why = (
             f"task {settings.task!r} has no demonstrations"

@@ -34,7 +34,12 @@ from corrgrpo.training.checkpoints import (
 from corrgrpo.training.preflight import warm_start_only
 from corrgrpo.training.resume import RunState, load_run_settings, resume_point
 from corrgrpo.training.run_folder import CONFIG_FILE, SUMMARY_FILE, RunFolder
-from corrgrpo.training.settings import RunSettings, build_trainer_config, checkpoint_period
+from corrgrpo.training.settings import (
+    RunSettings,
+    build_trainer_config,
+    checkpoint_period,
+    warm_start_steps,
+)
 from corrgrpo.training.stage import (
     STAGE_DIR,
     START_EVALUATION,
@@ -51,8 +56,6 @@ from corrgrpo.training.stage import (
 )
 from corrgrpo.training.stopping import PhaseStopped, StopRequest, TrainingInterrupted
 from corrgrpo.utils.command import cli_command
-
-DEFAULT_WARM_START_STEPS = 200
 
 
 @dataclass
@@ -110,15 +113,6 @@ def load_model_and_tokenizer(settings: RunSettings, task: Task) -> tuple[Any, An
     return model, tokenizer
 
 
-def warm_start_steps(settings: RunSettings, task: Task) -> int:
-    """The run's warm-start steps: none on a task without demonstrations (skipped, one line)."""
-    if not callable(getattr(task, "demonstrations", None)):
-        return 0
-    if settings.warm_start_steps is not None:
-        return int(settings.warm_start_steps)
-    return DEFAULT_WARM_START_STEPS if settings.model is None else 0
-
-
 def prompt_length(tokenizer: Any, prompt: Any) -> int:
     """Tokens of a prompt: a string as is, chat messages rendered by the chat template."""
     from collections.abc import Mapping
@@ -153,8 +147,7 @@ def eval_rows(task: Task, settings: RunSettings, tokenizer: Any = None) -> list[
     only rows whose prompt fits ``max_prompt_length`` (as for training)."""
     if settings.eval_prompts <= 0:
         return []
-    data = task.load_dataset(settings.eval_split)
-    rows = [dict(data[i]) for i in range(len(data))]
+    rows = task.load_dataset(settings.eval_split)
     if tokenizer is not None and settings.max_prompt_length is not None:
         rows, _ = filter_long_prompts(rows, tokenizer, settings.max_prompt_length)
     return rows[: settings.eval_prompts]
@@ -191,9 +184,11 @@ def _prepare(settings: RunSettings, resume: bool = False) -> _Setup:
     for torch. TRL writes checkpoints into ``<run>/trainer`` (the staging area)."""
     from accelerate.utils import broadcast_object_list
 
+    from corrgrpo.integrations.hub import install_hub_reader
     from corrgrpo.utils.threads import choose_threads, set_torch_threads
 
     threads = choose_threads(settings.threads)
+    install_hub_reader()  # a task's data may be a hub dataset named by the run
     task = get_task(settings.task, **settings.task_options)
     # The config first: a bad option fails before any folder exists, and setting up its device
     # joins the process group under torchrun, so all processes can agree on one run folder.
@@ -318,7 +313,7 @@ def _build_trainer(
     from transformers import PrinterCallback, ProgressCallback
 
     from corrgrpo.integrations.trl import CorrGRPOTrainer
-    from corrgrpo.integrations.trl.tasks import task_trainer_kwargs
+    from corrgrpo.integrations.trl.tasks import task_trainer_kwargs, trainer_dataset
     from corrgrpo.training.callbacks import RichProgressCallback
 
     settings = setup.settings
@@ -330,7 +325,7 @@ def _build_trainer(
         model=model,
         reward_funcs=setup.task.reward_funcs,
         args=setup.config,
-        train_dataset=dataset,
+        train_dataset=trainer_dataset(dataset),
         processing_class=tokenizer,
         callbacks=callbacks,
         **task_trainer_kwargs(setup.task),  # e.g. the agent task's multi-turn rollout

@@ -23,19 +23,23 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corrgrpo.training.defaults import (
     COMMON_TRAINER_DEFAULTS,
     CPU_TRAINER_DEFAULTS,
     DEFAULT_KEEP_CHECKPOINTS,
     DEFAULT_SAVE_MINUTES,
+    DEFAULT_WARM_START_STEPS,
     PRESET_TRAINER_BASE,
     TINY_MODEL_DEFAULTS,
     TOY_TRAINER_DEFAULTS,
     TRL_DEFAULTS,
 )
 from corrgrpo.utils.estimator_defaults import with_trainer_defaults
+
+if TYPE_CHECKING:
+    from corrgrpo.domains.base import Task
 
 # Trainer options that corrgrpo's own checkpoints replace (run setting that does it instead).
 CHECKPOINT_OPTIONS: dict[str, str] = {
@@ -320,6 +324,15 @@ def _check_checkpoint_options(kwargs: Mapping[str, Any]) -> None:
             f"checkpoints are set with save_every / save_minutes / keep_checkpoints "
             f"(--save-every, --save-minutes, --keep-checkpoints), not save_strategy={strategy!r}"
         )
+
+
+def warm_start_steps(settings: RunSettings, task: Task) -> int:
+    """The run's warm-start steps: none on a task without demonstrations (skipped, one line)."""
+    if not callable(getattr(task, "demonstrations", None)):
+        return 0
+    if settings.warm_start_steps is not None:
+        return int(settings.warm_start_steps)
+    return DEFAULT_WARM_START_STEPS if settings.model is None else 0
 
 
 def checkpoint_period(options: Mapping[str, Any]) -> int:

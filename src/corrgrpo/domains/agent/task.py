@@ -97,10 +97,8 @@ class AgentTask(Task):
             raise ValueError("no ground-truth trajectory of these cases passes AgentDojo's checks")
         return demos
 
-    def load_dataset(self, split: str = "train") -> Any:
-        from datasets import Dataset
-
-        return Dataset.from_list(case_rows(self.cases(split)))
+    def load_dataset(self, split: str = "train") -> list[dict[str, Any]]:
+        return case_rows(self.cases(split))
 
     def reward_components(self) -> list[RewardComponent]:
         # Distinct function objects: RewardComponent renames ``fn.__name__``.

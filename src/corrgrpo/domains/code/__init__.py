@@ -1,4 +1,7 @@
-"""Code generation rewards (PAPER.md §3): seven components scored on the execution sandbox.
+"""Code generation rewards: seven components scored on the execution sandbox.
+
+The rewards and their weights are those of the code generation experiments of "CorrGRPO:
+Correlation-Normalized GRPO for Multi-Reward Learning" (arXiv 2609.36820).
 
 * TRL: ``REWARD_FUNCTIONS`` (component -> reward callable) / ``make_reward_functions()``, with
   ``REWARD_WEIGHTS`` (component -> weight)

@@ -15,7 +15,8 @@ the same reward functions, ``compute_score`` and ``corrgrpo eval code`` serve ev
 ``continuation``   bool: an unfenced completion continues ``preamble`` (HumanEval style)
 
 Sources are local files (jsonl, jsonl.gz, json, parquet) or directories holding them, or a
-dataset name that ``datasets.load_dataset`` resolves.
+hub dataset name, read by the hub reader installed in :mod:`corrgrpo.domains.base`
+(:func:`~corrgrpo.domains.base.read_hub_dataset`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.base import read_hub_dataset
 from corrgrpo.utils.jsonl import iter_jsonl as parse_jsonl_lines
 
 BENCHMARKS = ("leetcode", "humaneval", "mbpp", "lcb")
@@ -125,13 +127,8 @@ def _load_source(source: str | Path, split: str, **hub_kwargs: Any) -> list[dict
         return read_records(path)
     if path.suffix or str(source).startswith((".", "/", "~")):
         raise FileNotFoundError(f"no such data file or directory: {source}")
-    try:
-        import datasets
-    except ImportError as err:  # pragma: no cover - datasets ships with the trl extra
-        raise ImportError("loading by dataset name needs the 'datasets' package") from err
     hub_kwargs.setdefault("cache_dir", _hub_cache_dir())
-    dataset = datasets.load_dataset(str(source), split=split, **hub_kwargs)
-    return [dict(r) for r in dataset]
+    return read_hub_dataset(str(source), split, **hub_kwargs)
 
 
 def _hub_cache_dir() -> str | None:

@@ -1,6 +1,7 @@
 """The seven code rewards of the paper, scored for a batch of completions at once.
 
-Per completion (PAPER.md §3):
+Per completion (the code generation rewards of "CorrGRPO: Correlation-Normalized GRPO for
+Multi-Reward Learning", arXiv 2609.36820):
 
 * ``format``  fenced python block whose chosen code contains the row's marker
 * ``syntax``  the chosen code is non-empty and parses

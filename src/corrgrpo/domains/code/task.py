@@ -127,13 +127,8 @@ class CodeTask(Task):
         picked = [rng.choice(rows) for _ in range(n)]
         return [(row["prompt"], answer_text(row["reference"])) for row in picked]
 
-    def load_dataset(self, split: str = "train") -> Any:
-        rows = self.rows(split)
-        try:
-            from datasets import Dataset
-        except ImportError:  # the reward functions work on plain rows too
-            return rows
-        return Dataset.from_list(rows)
+    def load_dataset(self, split: str = "train") -> list[dict[str, Any]]:
+        return self.rows(split)
 
     def reward_components(self) -> list[RewardComponent]:
         return [

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.domains.base import EvalModels, require_models
+from corrgrpo.domains.base import EvalModels, generation_line, require_models
 from corrgrpo.utils.jsonl import read_jsonl
 
 _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
@@ -22,7 +22,7 @@ _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
 
 def read_bfcl_predictions(path: str | Path) -> dict[str, str]:
     """``{row id: completion}`` from a JSONL file; a line without an id or text is an error."""
-    from corrgrpo.domains.tools.eval import prediction_text
+    from corrgrpo.domains.tools.data import prediction_text
 
     predictions: dict[str, str] = {}
     for number, record in enumerate(read_jsonl(path, objects_only=True), start=1):
@@ -129,8 +129,6 @@ def run_bfcl(args: argparse.Namespace, models: EvalModels | None = None) -> int:
 def _write_result(args: argparse.Namespace, result: dict[str, Any]) -> None:
     from rich.console import Console
 
-    from corrgrpo.domains.tools.eval import print_generation
-
     if args.output:
         text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
         Path(args.output).write_text(text, encoding="utf-8")
@@ -139,6 +137,7 @@ def _write_result(args: argparse.Namespace, result: dict[str, Any]) -> None:
         sys.stdout.write("\n")
         return
     Console().print(bfcl_table(result))
-    print_generation(result)
+    if result.get("generation"):
+        print(generation_line(result["generation"]))
     if args.output:
         Console().print(f"wrote {args.output}")

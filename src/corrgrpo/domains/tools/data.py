@@ -10,7 +10,8 @@ Every loader returns plain rows (dicts) in one schema:
 
 RLLA sources: a json/jsonl file of ``instruction``/``input``/``output`` rows, a parquet (or
 json) file in the verl / ToolRL layout (chat ``prompt`` plus ``reward_model.ground_truth``),
-a directory holding ``<split>.parquet`` / ``<split>.json(l)``, or a hub dataset name.
+a directory holding ``<split>.parquet`` / ``<split>.json(l)``, or a hub dataset name (read by
+the hub reader installed in :mod:`corrgrpo.domains.base`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.domains.base import completion_text, read_hub_dataset
 from corrgrpo.utils.jsonl import read_jsonl
 
 Row = dict[str, Any]
@@ -75,9 +77,7 @@ def _records_from_source(source: str | Path, split: str) -> list[dict[str, Any]]
         raise ValueError(
             f"{text!r} is neither an existing path nor a hub dataset name (owner/name)"
         )
-    import datasets
-
-    return list(datasets.load_dataset(text, split=split))
+    return read_hub_dataset(text, split)
 
 
 # ---------------------------------------------------------------- RLLA rows
@@ -230,6 +230,18 @@ def load_api_bank(
             row["index"], row["file_index"] = len(rows), i
             rows.append(row)
     return rows[:limit] if limit is not None else rows
+
+
+# ---------------------------------------------------------------- reading predictions
+
+
+def prediction_text(value: Any, where: str) -> str:
+    """The text of a stored prediction (a string or chat messages); anything else is an error
+    of the file, named by ``where``."""
+    try:
+        return completion_text(value)
+    except TypeError as err:
+        raise ValueError(f"{where}: the prediction is not text: {err}") from None
 
 
 # ---------------------------------------------------------------- aligning predictions

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from corrgrpo.domains.base import EvalModels, require_models
+from corrgrpo.domains.base import EvalModels, generation_line, require_models
 from corrgrpo.utils.jsonl import read_jsonl
 
 _COMPLETION_KEYS = ("completion", "prediction", "response", "output", "text")
@@ -90,18 +90,9 @@ def _add_bfcl_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- predictions
 
 
-def prediction_text(value: Any, where: str) -> str:
-    """The text of a stored prediction (a string or chat messages); anything else is an error
-    of the file, named by ``where``."""
-    from corrgrpo.domains.base import completion_text
-
-    try:
-        return completion_text(value)
-    except TypeError as err:
-        raise ValueError(f"{where}: the prediction is not text: {err}") from None
-
-
 def _completion_of(record: Any, line_no: int, path: str) -> str:
+    from corrgrpo.domains.tools.data import prediction_text
+
     if isinstance(record, str):
         return record
     if isinstance(record, dict):
@@ -226,17 +217,6 @@ def _scale_of(kind: str, metric: str) -> str:
     return "%" if kind == "api_bank" else "0-100"
 
 
-def print_generation(result: dict[str, Any]) -> None:
-    """One line: rows, new tokens, seconds and tokens per second of the model's generation."""
-    generation = result.get("generation")
-    if generation:
-        print(
-            f"generated {generation['new_tokens']} tokens for {generation['rows']} rows in "
-            f"{generation['seconds']:.1f} s ({generation['tokens_per_second']:.1f} tokens/s); "
-            f"{generation['rows_at_budget']} rows used the whole --max-new-tokens budget"
-        )
-
-
 def run(args: argparse.Namespace, models: EvalModels | None = None) -> int:
     # bad input raises; the command line prints it as every command does (one line, status 2)
     if args.benchmark == "bfcl":
@@ -288,7 +268,8 @@ def _run(args: argparse.Namespace, models: EvalModels | None) -> int:
         sys.stdout.write("\n")
     else:
         Console().print(metrics_table(result))
-        print_generation(result)
+        if result.get("generation"):
+            print(generation_line(result["generation"]))
         if args.output:
             Console().print(f"wrote {args.output}")
     return 0

@@ -105,13 +105,8 @@ class ToolsTask(Task):
         picked = [rng.choice(rows) for _ in range(n)]
         return [(row["prompt"], row["ground_truth"]) for row in picked]
 
-    def load_dataset(self, split: str = "train") -> Any:
-        rows = self.rows(split)
-        try:
-            import datasets
-        except ImportError:  # plain rows work for callers that do not need Arrow
-            return rows
-        return datasets.Dataset.from_list(rows)
+    def load_dataset(self, split: str = "train") -> list[dict[str, Any]]:
+        return self.rows(split)
 
     def reward_components(self) -> list[RewardComponent]:
         return [

@@ -122,10 +122,8 @@ class ToyTask(Task):
     def format_prompt(self, row: dict[str, Any]) -> str:
         return f"{row['code']}="
 
-    def load_dataset(self, split: str = "train") -> Any:
-        from datasets import Dataset
-
-        return Dataset.from_list(self.rows(split))
+    def load_dataset(self, split: str = "train") -> list[dict[str, Any]]:
+        return self.rows(split)
 
     def reward_components(self) -> list[RewardComponent]:
         components = [

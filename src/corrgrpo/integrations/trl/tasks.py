@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corrgrpo.domains.base import Task
@@ -21,3 +22,14 @@ def task_trainer_kwargs(task: Task) -> dict[str, Any]:
         if isinstance(task, AgentTask):
             kwargs.update(agent_trainer_kwargs(task))
     return kwargs
+
+
+def trainer_dataset(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """A task's rows (:meth:`~corrgrpo.domains.base.Task.load_dataset`) as the Arrow
+    ``datasets.Dataset`` TRL's trainer samples prompts from; its columns reach the reward
+    functions as keyword arguments."""
+    from datasets import Dataset
+
+    if not rows:
+        raise ValueError("the task gave no rows to train on")
+    return Dataset.from_list([dict(row) for row in rows])

@@ -29,7 +29,9 @@ def code_records(
 ) -> list[dict[str, Any]]:
     """verl rows for a code benchmark (LeetCodeDataset by default)."""
     from corrgrpo.domains.code.data import load_benchmark
+    from corrgrpo.integrations.hub import install_hub_reader
 
+    install_hub_reader()  # ``source`` may name a hub dataset
     rows = load_benchmark(benchmark, source, split=split, limit=limit)
     return [
         {
@@ -49,7 +51,9 @@ def code_records(
 def tools_records(source: str, split: str, limit: int | None = None) -> list[dict[str, Any]]:
     """verl rows for RLLA tool calling (the ToolRL layout)."""
     from corrgrpo.domains.tools.data import load_rlla, to_verl_records
+    from corrgrpo.integrations.hub import install_hub_reader
 
+    install_hub_reader()  # ``source`` may name a hub dataset
     return to_verl_records(load_rlla(source, split, limit=limit), split)
 
 
