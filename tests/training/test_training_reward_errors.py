@@ -64,3 +64,44 @@ def test_below_the_threshold_failures_are_counted_and_training_goes_on(
 def test_strict_rewards_is_recorded(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "--dry-run", "--strict-rewards"]) == 0
     assert json.loads(capsys.readouterr().out)["trainer"]["reward_error_threshold"] == 0.0
+
+
+@pytest.fixture
+def odd_targets_not_applicable(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The toy task's ``correct`` reward is NaN ("not applicable") on prompts with odd codes;
+    the list counts the NaN values it returned."""
+    from corrgrpo.domains.toy import rewards
+
+    original = rewards.REWARD_FUNCTIONS["correct"]
+    returned: list[int] = []
+
+    def correct_reward(*args: Any, target: Any = None, **kwargs: Any) -> Any:
+        values = original(*args, target=target, **kwargs)
+        odd = [int(t) % 2 == 1 for t in target]
+        returned.append(sum(odd))
+        return [float("nan") if o else v for o, v in zip(odd, values, strict=True)]
+
+    monkeypatch.setitem(rewards.REWARD_FUNCTIONS, "correct", correct_reward)
+    return returned
+
+
+def test_a_nan_reward_is_not_applicable_not_a_failure(
+    tmp_path: Path, odd_targets_not_applicable: list[int]
+) -> None:
+    run = tmp_path / "run"
+    assert main(["train", "--output-dir", str(run), *BUDGET]) == 0  # default threshold 0.1
+    assert max(odd_targets_not_applicable) > 0.1 * 16  # more than the threshold of a batch
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    counts = [r["corrgrpo/reward_errors/correct"] for r in records if "loss" in r]
+    assert counts == [0.0, 0.0, 0.0]
+
+
+def test_a_reward_that_is_not_retried_fails_its_whole_batch(
+    tmp_path: Path, odd_targets_fail: None
+) -> None:
+    run = tmp_path / "run"
+    argv = ["train", "--output-dir", str(run), *BUDGET, "--set", "reward_error_threshold=1"]
+    assert main([*argv, "--set", "no_retry_reward_funcs=correct"]) == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    counts = [r["corrgrpo/reward_errors/correct"] for r in records if "loss" in r]
+    assert sum(counts) > 0 and all(c in (0.0, 16.0) for c in counts)  # whole batches of 16

@@ -23,11 +23,14 @@ NAMES = ["a", "b"]
 def scorer(
     data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **_: Any
 ):
-    """A domain that raises on "bad", returns a NaN score for "nan", scores the rest."""
+    """A domain that raises on "bad", returns a NaN score for "nan" (None for "none"), an
+    infinite component for "inf", scores the rest."""
     if "bad" in solution_str:
         raise ValueError("cannot parse the response")
-    if solution_str == "nan":
-        return {"score": math.nan, "a": 1.0, "b": 0.0}
+    if solution_str in ("nan", "none"):
+        return {"score": math.nan if solution_str == "nan" else None, "a": 1.0, "b": 0.0}
+    if solution_str == "inf":
+        return {"score": 1.0, "a": math.inf, "b": 0.0}
     return {"score": 1.5, "a": 1.0, "b": None}
 
 
@@ -49,14 +52,26 @@ def test_an_unscorable_response_gets_nan_components_and_a_flag(
     with caplog.at_level(logging.WARNING, logger="corrgrpo.integrations.verl"):
         bad = compute_score("rlla", "a bad one", "truth", components=NAMES)
         compute_score("rlla", "another bad one", "truth", components=NAMES)
-        nan = compute_score("rlla", "nan", "truth", components=NAMES)
+        infinite = compute_score("rlla", "inf", "truth", components=NAMES)
     assert list(bad) == list(good) == ["score", "a", "b", "reward_error"]  # same keys for verl
     assert bad["score"] == 0.0 and bad["reward_error"] == 1.0
-    assert math.isnan(bad["a"]) and math.isnan(bad["b"]) and nan["reward_error"] == 1.0
+    assert math.isnan(bad["a"]) and math.isnan(bad["b"]) and infinite["reward_error"] == 1.0
     assert caplog.text.count("reward function 'compute_score' failed on") == 1  # per kind
     assert "domain tools, data_source 'rlla', response 'a bad one'" in caplog.text
     assert "ValueError: cannot parse the response" in caplog.text
     assert failing_domain.failures == []  # counted by the estimator, nothing kept here
+
+
+def test_a_nan_or_none_score_is_not_applicable_not_a_failure(
+    failing_domain: FailureLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="corrgrpo.integrations.verl"):
+        results = [compute_score("rlla", s, "truth", components=NAMES) for s in ("nan", "none")]
+        strict = compute_score("rlla", "nan", "truth", components=NAMES, strict=True)
+    # verl needs a number at the last token: 0; the components stay as the domain gave them
+    expected = {"score": 0.0, "a": 1.0, "b": 0.0, "reward_error": 0.0}
+    assert results == [expected, expected] and strict == expected
+    assert "failed on" not in caplog.text
 
 
 def test_without_components_a_failure_has_the_domains_components(failing_domain) -> None:

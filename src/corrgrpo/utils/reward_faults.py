@@ -1,11 +1,12 @@
 """Reward values that failed: what counts as a failure, one warning per kind, the stop rule.
 
-A reward function can fail on one odd sample (an exception, NaN, infinity, a value that is
-not a number, a result of the wrong length). The training adapters (TRL and verl) turn such a
+A reward function can fail on one odd sample (an exception, infinity, a value that is not
+a number, a result of the wrong length). The training adapters (TRL and verl) turn such a
 value into "not applicable" (NaN, the estimators' convention for a missing component), count
 it per reward function, log the first message of each kind once, and stop the run only when
 one function fails on more than a threshold share of a batch (0: on any failure).
-``None`` stays the legitimate "does not apply" and is never counted.
+``None`` and NaN are the legitimate "does not apply" (TRL turns ``None`` into NaN itself) and
+are never counted.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def describe_exception(error: BaseException) -> str:
 def check_reward_value(value: Any) -> tuple[float, str | None]:
     """``(float value, None)`` for a usable reward, ``(nan, problem)`` for a failed one.
 
-    ``None`` is "not applicable" (NaN, no problem); booleans count as 0/1.
+    ``None`` and NaN are "not applicable" (NaN, no problem), as in TRL; booleans count as 0/1.
     """
     if value is None:
         return math.nan, None
@@ -52,15 +53,13 @@ def check_reward_value(value: Any) -> tuple[float, str | None]:
         number = float(value)
     except (TypeError, ValueError):
         return math.nan, f"not a number: {one_line(repr(value), 80)}"
-    if math.isnan(number):
-        return math.nan, "NaN"
     if math.isinf(number):
         return math.nan, f"infinite ({number})"
     return number, None
 
 
 def problem_kind(problem: str) -> str:
-    """The kind of a problem from :func:`check_reward_value` (``"not a number"``, ``"NaN"``...)."""
+    """The kind of a problem from :func:`check_reward_value` (``"not a number"``, ``"infinite"``)."""
     return problem.split(":", 1)[0].split(" (", 1)[0]
 
 

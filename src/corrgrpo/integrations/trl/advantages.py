@@ -20,6 +20,7 @@ from corrgrpo.diagnostics.weight_regimes import low_weight_groups, low_weight_sh
 from corrgrpo.estimators import compute_advantages
 from corrgrpo.estimators.registry import estimator_info
 from corrgrpo.integrations.trl.config import ALL_KEY, TOTAL_KEY
+from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 
 METRIC_PREFIX = "corrgrpo"
 
@@ -38,12 +39,15 @@ class EstimatorSettings:
 
     @classmethod
     def from_args(cls, args: Any) -> EstimatorSettings:
+        """The settings of ``args``; a plain ``GRPOConfig`` gets ``CorrGRPOConfig``'s defaults
+        (the trainers' estimator options included)."""
         defaults = cls()
+        estimator = getattr(args, "advantage_estimator", defaults.estimator)
         return cls(
-            estimator=getattr(args, "advantage_estimator", defaults.estimator),
+            estimator=estimator,
             eps=getattr(args, "advantage_eps", defaults.eps),
             ddof=getattr(args, "advantage_ddof", defaults.ddof),
-            options=dict(getattr(args, "estimator_options", None) or {}),
+            options=with_trainer_defaults(estimator, getattr(args, "estimator_options", None)),
             dynamic_sampling_key=getattr(
                 args, "dynamic_sampling_key", defaults.dynamic_sampling_key
             ),

@@ -10,6 +10,7 @@ from typing import Any
 from trl import GRPOConfig
 
 from corrgrpo.estimators.registry import check_options
+from corrgrpo.integrations.trl.stabilizers import advantage_eps_meaning, eps_is_unused
 from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 from corrgrpo.utils.reward_faults import DEFAULT_REWARD_ERROR_THRESHOLD, check_threshold
 
@@ -31,8 +32,23 @@ class CorrGRPOConfig(GRPOConfig):
 
     Parameters:
         advantage_estimator: a registered estimator name (``corrgrpo.list_estimators()``).
-        advantage_eps: the estimator's stabilizer; ``None`` keeps its documented default
-            (1e-4 for grpo/gdpo as in TRL, 1e-6 inside the root for corr_grpo).
+        advantage_eps: the estimator's ``eps``; ``None`` keeps its default. Which stabilizer
+            that is depends on the estimator (``args.advantage_eps_meaning`` says it for the
+            configured one; every stabilizer: ``docs/estimators.md#stabilizers``):
+
+            - ``grpo``: added to the group std of the weighted total, C / (std + eps); 1e-4,
+              TRL's constant (``conventions="official"``: verl's 1e-6).
+            - ``corr_grpo``: under the square root, C / sqrt(max(Q, 0) + eps), with
+              ``stabilizer="inside"`` (the default); added to the root, C / (sqrt(Q) + eps),
+              with ``"outside"``; 1e-6 either way. Its ``grpo_std`` guard uses the option
+              ``grpo_eps`` (1e-4) instead.
+            - ``gdpo``: added to each component's group std and to the batch std of their
+              weighted sum; 1e-4, TRL's ``normalize_then_sum``. ``gd2po``: the same (batch std
+              over the kept rollouts); ``mo_grpo``: each component's group std only; 1e-4.
+            - ``gdpo_corr``: each component's group std, 1e-4 (its root's stabilizer is the
+              option ``corr_eps``, 1e-6). ``rdpo``: added to each group's covariance before
+              whitening, 1e-6. ``saw`` and ``gdpo_conditioned``: their base estimator's.
+            - ``dr_grpo``: unused (setting it warns).
         advantage_ddof: divisor ``n - ddof`` of every sample statistic (1 = Bessel, as in TRL).
         estimator_options: extra keyword options of the estimator, e.g.
             ``{"stabilizer": "outside", "guard": "floor"}`` for corr_grpo; a JSON string is
@@ -43,7 +59,9 @@ class CorrGRPOConfig(GRPOConfig):
         dynamic_sampling_key: DAPO-style dynamic sampling. ``None`` (default) disables it;
             otherwise the name of a reward function, ``"total"`` (the weighted total) or ``"all"``
             (every component). Groups that are constant in that key get zero weight in the loss
-            (advantage 0 and masked out of the token normalizers); their count is logged.
+            (advantage 0, their tokens masked out of the loss and its normalizers); the step of
+            every loss type is that of the batch without them (the losses that average over
+            sequences are rescaled to the kept ones), and their count is logged.
         log_advantage_diagnostics: log mean Q, mean c_q, per-component denominator shares and
             zero-variance fractions, near-singular groups and guard triggers every step.
         near_singular_threshold: a group with Q below this is counted as near-singular.
@@ -52,11 +70,20 @@ class CorrGRPOConfig(GRPOConfig):
             norm); it keeps one copy of the trainable parameters, so ``None`` turns it on only
             up to 500M trainable parameters. The gradient norm before clipping is TRL's
             ``grad_norm``.
-        reward_error_threshold: a reward function that raises, returns NaN/inf/a non-number or
+        reward_error_threshold: a reward function that raises, returns inf, a non-number or
             the wrong number of values for some samples gives NaN (not applicable) there; the
             failures are counted in ``corrgrpo/reward_errors/<name>``, and the run stops when
             one function fails on more than this share of a batch (0: on any failure).
-            ``None`` turns the guard off (a failing reward function raises, as in TRL).
+            ``None`` and NaN values are "not applicable", as in TRL, never failures. ``None``
+            turns the guard off (a failing reward function raises, as in TRL).
+        no_retry_reward_funcs: reward functions (names, or ``["all"]``) whose batch call is
+            not repeated sample by sample when it raises: every sample of that batch fails
+            instead. For rewards whose calls cost (a judge, a sandbox) or act on the world;
+            the others are retried so that only the samples they fail on lose their value.
+            A comma-separated string is accepted (command line).
+
+    The trainer reads a plain ``GRPOConfig`` with these defaults and warns about the same
+    settings.
     """
 
     advantage_estimator: str = field(
@@ -67,7 +94,14 @@ class CorrGRPOConfig(GRPOConfig):
     )
     advantage_eps: float | None = field(
         default=None,
-        metadata={"help": "Estimator stabilizer eps; None keeps the estimator's default."},
+        metadata={
+            "help": "The estimator's eps; None keeps its default. grpo: added to the group std "
+            "(1e-4, TRL's); corr_grpo: under the root of Q (stabilizer 'inside', default) or "
+            "added to it ('outside'), 1e-6; gdpo/gd2po/mo_grpo/gdpo_corr: added to each "
+            "component's group std (gdpo, gd2po: and the batch std), 1e-4; rdpo: added to the "
+            "group covariance, 1e-6; saw, gdpo_conditioned: their base's; dr_grpo: unused. "
+            "See docs/estimators.md#stabilizers."
+        },
     )
     advantage_ddof: int = field(
         default=1, metadata={"help": "Divisor n - ddof of the sample statistics (1 = Bessel)."}
@@ -104,8 +138,16 @@ class CorrGRPOConfig(GRPOConfig):
     reward_error_threshold: float | None = field(
         default=DEFAULT_REWARD_ERROR_THRESHOLD,
         metadata={
-            "help": "Share of a batch on which one reward function may fail (value NaN) before the "
-            "run stops; 0 stops at the first failure, None disables the guard."
+            "help": "Share of a batch on which one reward function may fail (raise, inf, not a "
+            "number) before the run stops; 0 stops at the first failure, None disables the "
+            "guard. None and NaN values mean 'not applicable', never a failure."
+        },
+    )
+    no_retry_reward_funcs: list[str] | str | None = field(
+        default=None,
+        metadata={
+            "help": "Reward functions (names, or 'all') whose raising batch call is not retried "
+            "sample by sample (every sample of the batch fails): for expensive rewards."
         },
     )
 
@@ -142,16 +184,61 @@ class CorrGRPOConfig(GRPOConfig):
                 "dynamic_sampling_key must be a reward function name, 'total', 'all' or None, "
                 f"got {self.dynamic_sampling_key!r}"
             )
-        if (
-            self.multi_objective_aggregation != "sum_then_normalize"
-            or self.scale_rewards != "group"
-        ):
-            warnings.warn(
-                "CorrGRPOConfig computes advantages with advantage_estimator="
-                f"{self.advantage_estimator!r}; multi_objective_aggregation="
-                f"{self.multi_objective_aggregation!r} and scale_rewards={self.scale_rewards!r} are "
-                "ignored (use advantage_estimator='gdpo' for normalize_then_sum, 'dr_grpo' for "
-                "scale_rewards='none').",
-                UserWarning,
-                stacklevel=3,
-            )
+        self.no_retry_reward_funcs = no_retry_names(self.no_retry_reward_funcs)
+        warn_about_settings(self, stacklevel=4)
+
+    @property
+    def advantage_eps_meaning(self) -> str:
+        """Which stabilizer ``advantage_eps`` sets for the configured estimator, its default."""
+        options = self.estimator_options if isinstance(self.estimator_options, dict) else None
+        return advantage_eps_meaning(self.advantage_estimator, options)
+
+
+def no_retry_names(value: Any) -> list[str]:
+    """``no_retry_reward_funcs`` as a list of names (``None``: empty; a string: comma-separated)."""
+    if value is None:
+        return []
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError(
+            "no_retry_reward_funcs must be a list of reward function names (or ['all']), "
+            f"got {value!r}"
+        )
+    return [n.strip() for n in names if n.strip()]
+
+
+def settings_warnings(args: Any, estimator: str, options: dict[str, Any]) -> list[str]:
+    """What ``CorrGRPOTrainer`` warns about in ``args`` (a ``CorrGRPOConfig`` or a plain
+    ``GRPOConfig``): TRL's advantage settings it replaces, an ``advantage_eps`` that the
+    estimator does not read."""
+    messages = []
+    aggregation = getattr(args, "multi_objective_aggregation", "sum_then_normalize")
+    scale = getattr(args, "scale_rewards", "group")
+    if aggregation != "sum_then_normalize" or scale != "group":
+        messages.append(
+            f"CorrGRPOTrainer computes advantages with advantage_estimator={estimator!r}; "
+            f"multi_objective_aggregation={aggregation!r} and scale_rewards={scale!r} are "
+            "ignored (use advantage_estimator='gdpo' for normalize_then_sum, 'dr_grpo' for "
+            f"scale_rewards='none'). {advantage_eps_meaning(estimator, options)}"
+        )
+    if getattr(args, "advantage_eps", None) is not None and eps_is_unused(estimator, options):
+        messages.append(
+            f"advantage_eps={args.advantage_eps!r} has no effect: "
+            f"{advantage_eps_meaning(estimator, options)}"
+        )
+    return messages
+
+
+def warn_about_settings(
+    args: Any,
+    estimator: str | None = None,
+    options: dict[str, Any] | None = None,
+    *,
+    stacklevel: int = 2,
+) -> None:
+    """Issue :func:`settings_warnings` of ``args`` as ``UserWarning``s."""
+    name = estimator or str(getattr(args, "advantage_estimator", "corr_grpo"))
+    if options is None:
+        options = getattr(args, "estimator_options", None) or {}
+    for message in settings_warnings(args, name, options):
+        warnings.warn(message, UserWarning, stacklevel=stacklevel)

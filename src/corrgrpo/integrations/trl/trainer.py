@@ -1,6 +1,6 @@
 """``CorrGRPOTrainer``: TRL's ``GRPOTrainer`` with advantages from ``corrgrpo.compute_advantages``.
 
-TRL has no advantage hook, so two methods are extended, each calling ``super()``:
+TRL has no advantage hook, so three methods are extended, each calling ``super()``:
 
 * ``_calculate_rewards`` returns the ``(N_global, K)`` reward tensor gathered across processes
   (groups of ``num_generations`` consecutive rows); the override keeps a reference to it.
@@ -8,10 +8,14 @@ TRL has no advantage hook, so two methods are extended, each calling ``super()``
   slice of ``advantages`` with the chosen estimator's, rewrites the advantages just added to the
   logged completions table, applies DAPO-style dynamic sampling through the loss mask, and logs
   the diagnostics through TRL's own metrics (so every ``report_to`` backend receives them).
+* ``_compute_loss`` rescales the losses that average over sequences (``grpo``, ``sapo``,
+  ``dr_grpo``, ``luspo``) to the sequences dynamic sampling kept, so that dropping groups does
+  not shrink the step.
 
 Reward functions are wrapped (:mod:`~corrgrpo.integrations.trl.reward_guard`) so that one that
 fails on some samples gives NaN there instead of ending the run; the failures are counted per
 function (``corrgrpo/reward_errors/<name>``) and stop the run above ``reward_error_threshold``.
+A plain ``GRPOConfig`` gets ``CorrGRPOConfig``'s defaults and warnings.
 
 Everything else (generation, loss types, ``num_iterations``, checkpoints) is TRL's.
 """
@@ -33,13 +37,30 @@ from corrgrpo.integrations.trl.advantages import (
     EstimatorSettings,
     batch_advantages,
 )
-from corrgrpo.integrations.trl.config import CorrGRPOConfig
+from corrgrpo.integrations.trl.config import (
+    ALL_KEY,
+    CorrGRPOConfig,
+    no_retry_names,
+    warn_about_settings,
+)
 from corrgrpo.integrations.trl.reward_guard import guard_reward_function
+from corrgrpo.integrations.trl.stabilizers import advantage_eps_meaning
 from corrgrpo.integrations.trl.update_norms import UpdateNormCallback, wants_update_norms
-from corrgrpo.utils.reward_faults import FailureLog, RewardFunctionError, stop_message, too_many
+from corrgrpo.utils.reward_faults import (
+    DEFAULT_REWARD_ERROR_THRESHOLD,
+    FailureLog,
+    RewardFunctionError,
+    stop_message,
+    too_many,
+)
 
 logger = hf_logging.get_logger(__name__)
 REWARD_ERRORS_PREFIX = "corrgrpo/reward_errors/"
+#: TRL's losses that average over the sequences of a micro-batch (dr_grpo: divides by their
+#: number): a sequence dynamic sampling dropped still counts there, so they are rescaled
+SEQUENCE_MEAN_LOSSES = ("grpo", "sapo", "dr_grpo", "luspo")
+#: the batch key carrying that rescaling (sequences / kept sequences of the generation batch)
+KEPT_SCALE_KEY = "corrgrpo_kept_scale"
 
 
 class CorrGRPOTrainer(GRPOTrainer):
@@ -66,16 +87,25 @@ class CorrGRPOTrainer(GRPOTrainer):
             model = bound.arguments["model"]
             model_id = model if isinstance(model, str) else model.config._name_or_path
             bound.arguments["args"] = CorrGRPOConfig(f"{str(model_id).split('/')[-1]}-CorrGRPO")
-        self.advantage_settings = EstimatorSettings.from_args(bound.arguments["args"])
+        args = bound.arguments["args"]
+        self.advantage_settings = EstimatorSettings.from_args(args)
+        if not isinstance(args, CorrGRPOConfig):  # CorrGRPOConfig warned when it was made
+            settings = self.advantage_settings
+            warn_about_settings(args, settings.estimator, settings.options, stacklevel=3)
         self._gathered_rewards: torch.Tensor | None = None
         self.reward_failures = FailureLog(logger)
+        # a plain GRPOConfig gets CorrGRPOConfig's defaults
         self._reward_error_threshold = getattr(
-            bound.arguments["args"], "reward_error_threshold", None
+            args, "reward_error_threshold", DEFAULT_REWARD_ERROR_THRESHOLD
         )
+        self._no_retry = no_retry_names(getattr(args, "no_retry_reward_funcs", None))
         if self._reward_error_threshold is not None:
             bound.arguments["reward_funcs"] = self._guard(bound.arguments["reward_funcs"])
         super().__init__(*bound.args[1:], **bound.kwargs)
         self.advantage_settings.check_dynamic_sampling_key(list(self.reward_func_names))
+        self._check_no_retry(list(self.reward_func_names))
+        settings = self.advantage_settings
+        logger.info("%s", advantage_eps_meaning(settings.estimator, settings.options))
         if wants_update_norms(getattr(self.args, "log_update_norm", None), self.model):
             self.add_callback(UpdateNormCallback(lambda: self._metrics["train"]))
 
@@ -92,10 +122,19 @@ class CorrGRPOTrainer(GRPOTrainer):
                 get_callable_name(func),
                 self.reward_failures,
                 is_async=is_async_callable(func),
+                retry=not {ALL_KEY, get_callable_name(func)} & set(self._no_retry),
             )
             for func in funcs
         ]
         return guarded if isinstance(reward_funcs, list) else guarded[0]
+
+    def _check_no_retry(self, names: list[str]) -> None:
+        unknown = [n for n in self._no_retry if n != ALL_KEY and n not in names]
+        if unknown:
+            raise ValueError(
+                f"no_retry_reward_funcs names {', '.join(map(repr, unknown))}, which is neither "
+                f"'all' nor a reward function; reward functions: {', '.join(names)}"
+            )
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # type: ignore[no-untyped-def]
         self.reward_failures.start_batch()
@@ -160,18 +199,23 @@ class CorrGRPOTrainer(GRPOTrainer):
         local = slice(start, start + local_count)
         output["advantages"] = result.advantages[local].to(output["advantages"])
         if result.kept is not None:
-            self._drop_filtered_samples(output, result.kept[local])
+            self._drop_filtered_samples(output, result.kept[local], result.kept)
         self._replace_logged_advantages(result)
         for name, value in result.metrics.items():
             self._metrics[mode][name].append(value)
         return output
 
-    def _drop_filtered_samples(self, output: dict[str, Any], kept: torch.Tensor) -> None:
+    def _drop_filtered_samples(
+        self, output: dict[str, Any], kept: torch.Tensor, kept_global: torch.Tensor
+    ) -> None:
         """Give dynamic-sampling rejects zero weight: mask their tokens out of the loss.
 
         The mask travels as TRL's ``tool_mask`` (multiplied into an existing one), which the loss
         multiplies into ``completion_mask`` without touching attention. The token count that the
-        dapo/cispo losses normalize by is recounted over the kept samples, globally.
+        dapo/cispo/vespo losses normalize by is recounted over the kept samples, globally (bnpo
+        divides by its micro-batch's masked tokens itself). The losses that average over
+        sequences get the factor (sequences / kept sequences) of the whole generation batch,
+        applied in :meth:`_compute_loss`: together the step is that of the kept groups alone.
         """
         keep = kept.to(output["completion_mask"]).unsqueeze(1)
         tool_mask = output.get("tool_mask")
@@ -183,6 +227,31 @@ class CorrGRPOTrainer(GRPOTrainer):
         output["tool_mask"] = tool_mask
         loss_mask = output["completion_mask"] * tool_mask
         output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        if self.loss_type in SEQUENCE_MEAN_LOSSES:
+            count = int(kept_global.sum())
+            scale = kept_global.numel() / count if count else 1.0  # nothing kept: loss is 0
+            output[KEPT_SCALE_KEY] = torch.tensor(scale, device=keep.device)
+
+    def _compute_loss(self, model, inputs):  # type: ignore[no-untyped-def]
+        """TRL's loss, rescaled to the kept sequences (see :meth:`_drop_filtered_samples`).
+
+        These losses are positively homogeneous in the advantages and the KL coefficient
+        (``-min(r A, clip(r) A)``, SAPO's ``-f(r) A``, plus ``beta * KL``), so scaling both by
+        the factor scales the policy and KL terms and leaves the entropy bonus, which TRL
+        already averages over the kept tokens, as it is.
+        """
+        scale = inputs.get(KEPT_SCALE_KEY)
+        if scale is None:
+            return super()._compute_loss(model, inputs)
+        factor = float(scale)
+        scaled = {key: value for key, value in inputs.items() if key != KEPT_SCALE_KEY}
+        scaled["advantages"] = inputs["advantages"] * factor
+        beta = self.beta
+        self.beta = beta * factor
+        try:
+            return super()._compute_loss(model, scaled)
+        finally:
+            self.beta = beta
 
     def _replace_logged_advantages(self, result: BatchAdvantages) -> None:
         """TRL just appended its own advantages for this batch to the completions table: swap in ours."""

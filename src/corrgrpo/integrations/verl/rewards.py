@@ -15,10 +15,15 @@ domain module is imported on first use, so a run only needs its own domain's ext
 Not-applicable components come back as NaN (never ``None``, which would turn verl's
 per-batch arrays into object arrays).
 
-A response the domain fails to score (it raises, or returns a NaN/infinite score or a
-component that is not a number) does not end the run: its components are NaN (not
-applicable), its ``score`` 0, and ``reward_error`` is 1 (0 for every scored response, so all
-responses have the same keys). The first failure of each kind is logged once per process; the
+``None`` and NaN mean "not applicable", for a component as for the score (as in TRL): they
+are no failure. verl needs a number at the last response token, so a response whose score
+does not apply gets ``score`` 0 there and keeps its components (NaN where they do not
+apply), which is what the corrgrpo estimators read.
+
+A response the domain fails to score (it raises, or returns an infinite score or a
+component that is infinite or not a number) does not end the run: its components are NaN
+(not applicable), its ``score`` 0, and ``reward_error`` is 1 (0 for every scored response,
+so all responses have the same keys). The first failure of each kind is logged once per process; the
 corrgrpo estimators count the flags per batch (``corrgrpo/reward_errors/compute_score``) and
 stop the run above ``algorithm.corrgrpo.reward_error_threshold``. ``reward_kwargs.strict:
 true`` raises at the first failure instead. Set ``components`` so that a failed response
@@ -128,8 +133,9 @@ def compute_score(
     ``components`` fixes the keys of the result (besides ``score`` and ``reward_error``): verl
     builds its per-batch arrays from the first response's keys, so every response must return
     the same ones; a listed component the domain did not return is an error, extra keys are
-    dropped. A response the domain cannot score gets NaN components (see the module doc);
-    ``strict`` raises instead. Other keyword arguments (from ``reward_kwargs``) go to the
+    dropped. A ``None`` or NaN score is "not applicable": 0 for verl, no failure. A response
+    the domain cannot score gets NaN components (see the module doc); ``strict`` raises
+    instead. Other keyword arguments (from ``reward_kwargs``) go to the
     domain function.
     """
     for key in _VERL_INFRASTRUCTURE_KWARGS:
@@ -138,7 +144,7 @@ def compute_score(
     scorer = domain_scorer(name)
     try:
         result = scorer(data_source, solution_str, ground_truth, extra_info, **kwargs)
-        scored = normalize_result(result, components)
+        scored = normalize_result(score_applicable(result), components)
     except Exception as error:
         failure = RewardFailure(
             REWARD_FUNCTION,
@@ -155,6 +161,25 @@ def compute_score(
         _FAILURES.warn_once(failure)
         return failed_result(name, components)
     return {**scored, REWARD_ERROR_KEY: 0.0}
+
+
+def score_applicable(result: Any) -> Any:
+    """``result`` with a ``None`` or NaN score ("not applicable") replaced by 0, the number
+    verl puts at the last token for it; anything else as it is."""
+    if not isinstance(result, Mapping) or "score" not in result:
+        return result
+    score = result["score"]
+    return {**result, "score": 0.0} if score is None or _is_nan(score) else result
+
+
+def _is_nan(value: Any) -> bool:
+    """Whether ``value`` is a NaN number (numpy and torch scalars included; text is not)."""
+    if isinstance(value, (str, bytes)):
+        return False
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def failed_result(domain: str, components: Sequence[str] | None) -> dict[str, float]:
