@@ -141,6 +141,19 @@ def test_the_dry_run_checks_trainer_options_with_trl_as_the_run_does(
     assert "TRL is not installed" not in capsys.readouterr().out
 
 
+def test_the_dry_run_checks_the_names_of_rewards_kept_from_retry(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A misspelt reward function in no_retry_reward_funcs stops the dry run, naming the task's."""
+    from corrgrpo.cli import main
+
+    assert main(["train", "--dry-run", "--set", "no_retry_reward_funcs=all"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--dry-run", "--set", "no_retry_reward_funcs=corect"]) == 2
+    err = capsys.readouterr().err
+    assert "no_retry_reward_funcs names 'corect'" in err and "correct" in err
+
+
 def test_preflight_gpu_detection_respects_hidden_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert settings.gpu_available() is False

@@ -155,3 +155,20 @@ def test_trl_evaluation_of_chat_prompts_uses_the_estimator_without_dynamic_sampl
         dynamic_sampling=False,
     )
     torch.testing.assert_close(record["advantages"], expected.advantages)
+
+
+def test_trl_trainer_takes_a_tasks_plain_rows_as_its_dataset(tmp_path) -> None:
+    """Task.load_dataset gives a list of dicts; the trainer trains on it as on the Arrow
+    dataset of the same rows (same prompts, same columns reach the rewards)."""
+    rows = prompt_dataset().to_list()
+    trainer = build_trainer(
+        recording(CorrGRPOTrainer),
+        CorrGRPOConfig,
+        str(tmp_path / "rows"),
+        reward_funcs=[odd_prompt_reward, length_reward],
+        dataset=rows,  # type: ignore[arg-type]
+        max_steps=1,
+    )
+    assert trainer.train_dataset.to_list() == rows
+    trainer.train()
+    assert trainer.state.global_step == 1

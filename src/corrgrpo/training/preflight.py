@@ -272,6 +272,22 @@ def check_warm_start_only(settings: RunSettings, task: Any) -> None:
         )
 
 
+def check_reward_names(settings: RunSettings, task: Any) -> None:
+    """``no_retry_reward_funcs`` names the task's reward functions (or "all"), before the model
+    loads; the trainer checks it again for library users."""
+    value = settings.trainer.get("no_retry_reward_funcs")
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)):
+        return  # None, or a type TRL's config rejects with its own message
+    known = list(task.component_names)
+    unknown = [str(n).strip() for n in names if str(n).strip() not in ("", "all", *known)]
+    if unknown:
+        raise ValueError(
+            f"no_retry_reward_funcs names {', '.join(map(repr, unknown))}, which is neither "
+            f"'all' nor a reward function of task {settings.task!r}: {', '.join(known)}"
+        )
+
+
 def check_precision(settings: RunSettings) -> None:
     """bf16 without a GPU fails inside TRL; say so before anything loads."""
     wants_bf16 = settings.trainer.get("bf16") is True and not settings.trainer.get("use_cpu")
@@ -322,6 +338,7 @@ def check_settings(
     check_model_fits_task(settings, task)
     check_checkpoints(settings, task)
     check_warm_start_only(settings, task)
+    check_reward_names(settings, task)
     check_data = getattr(task, "check_data", None)
     if callable(check_data):
         check_data()  # the task's data is there

@@ -15,7 +15,8 @@ TRL has no advantage hook, so three methods are extended, each calling ``super()
 Reward functions are wrapped (:mod:`~corrgrpo.integrations.trl.reward_guard`) so that one that
 fails on some samples gives NaN there instead of ending the run; the failures are counted per
 function (``corrgrpo/reward_errors/<name>``) and stop the run above ``reward_error_threshold``.
-A plain ``GRPOConfig`` gets ``CorrGRPOConfig``'s defaults and warnings.
+A plain ``GRPOConfig`` gets ``CorrGRPOConfig``'s defaults and warnings; a list of rows (a
+task's :meth:`~corrgrpo.domains.base.Task.load_dataset`) is accepted as a dataset.
 
 Everything else (generation, loss types, ``num_iterations``, checkpoints) is TRL's.
 """
@@ -45,6 +46,7 @@ from corrgrpo.integrations.trl.config import (
 )
 from corrgrpo.integrations.trl.reward_guard import guard_reward_function
 from corrgrpo.integrations.trl.stabilizers import advantage_eps_meaning
+from corrgrpo.integrations.trl.tasks import trainer_dataset
 from corrgrpo.integrations.trl.update_norms import UpdateNormCallback, wants_update_norms
 from corrgrpo.utils.reward_faults import (
     DEFAULT_REWARD_ERROR_THRESHOLD,
@@ -88,6 +90,9 @@ class CorrGRPOTrainer(GRPOTrainer):
             model_id = model if isinstance(model, str) else model.config._name_or_path
             bound.arguments["args"] = CorrGRPOConfig(f"{str(model_id).split('/')[-1]}-CorrGRPO")
         args = bound.arguments["args"]
+        for key in ("train_dataset", "eval_dataset"):
+            if isinstance(bound.arguments.get(key), list):  # a task's rows (Task.load_dataset)
+                bound.arguments[key] = trainer_dataset(bound.arguments[key])
         self.advantage_settings = EstimatorSettings.from_args(args)
         if not isinstance(args, CorrGRPOConfig):  # CorrGRPOConfig warned when it was made
             settings = self.advantage_settings
