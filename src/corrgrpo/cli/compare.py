@@ -18,6 +18,11 @@ skips finished runs, continues interrupted ones from their checkpoints and rerun
 (the failed run's folder is kept as ``<folder>.failed-N``). The report names missing and
 failed runs, and every mean over fewer seeds than planned says so.
 
+The estimator plays no part before the first RL step, so the runs of one seed share one warm
+start: the first run of the seed does it, the others load its weights
+(:mod:`corrgrpo.training.shared_warm_start`; the numbers are those of a warm start of their
+own). The comparison folder keeps it in ``warm-start/`` until every run of the seed finished.
+
 ``--sweep KEY=V1,V2,...`` (repeatable: the grid is the product) runs every estimator and seed
 at every setting and reports each estimator at its best setting and at every setting, with a
 plot of the final total against the swept value (:mod:`corrgrpo.training.sweep`).
@@ -244,7 +249,21 @@ def run_plan(out_dir: Path, plan: dict[str, Any], console: Any = None) -> Path:
         if not _run_entry(out_dir, plan, entry, console):
             return out_dir / "report.md"  # torchrun: the first process writes the report
         write_plan(out_dir, plan)
+        _drop_unneeded_warm_starts(out_dir, plan)
     return report_only(out_dir)
+
+
+def _drop_unneeded_warm_starts(out_dir: Path, plan: dict[str, Any]) -> None:
+    """Keep only the shared warm starts that a run not finished yet would load."""
+    from corrgrpo.training.settings import RunSettings
+    from corrgrpo.training.shared_warm_start import WARM_START_DIR, SharedWarmStarts
+
+    if not is_main_process():
+        return
+    base = RunSettings(**plan["base"])
+    unfinished = [e for e in plan["runs"] if not _finished(out_dir, e)]
+    needed = [entry_settings(base, entry) for entry in unfinished]
+    SharedWarmStarts(out_dir / WARM_START_DIR).keep_only(needed)
 
 
 def _guard_note(entry: dict[str, Any]) -> str:
@@ -295,19 +314,23 @@ def _train_entry(plan: dict[str, Any], entry: dict[str, Any], run_dir: Path, con
     from corrgrpo.training.run import train
     from corrgrpo.training.run_folder import CONFIG_FILE
     from corrgrpo.training.settings import RunSettings, apply_overrides
+    from corrgrpo.training.shared_warm_start import WARM_START_DIR, SharedWarmStarts
 
     if entry.get("status") == "failed" and run_dir.exists():
         n = 1
         while run_dir.with_name(f"{run_dir.name}.failed-{n}").exists():
             n += 1
         run_dir.rename(run_dir.with_name(f"{run_dir.name}.failed-{n}"))
+    # every run of a seed starts from the same warm start: the first one does it
+    shared = SharedWarmStarts(run_dir.parent / WARM_START_DIR)
     if (run_dir / CONFIG_FILE).is_file():
         settings = load_run_settings(run_dir)
-        return bool(train(settings, console=console, resume=True).main_process)
+        result = train(settings, console=console, resume=True, shared_warm_starts=shared)
+        return bool(result.main_process)
     settings = apply_overrides(
         entry_settings(RunSettings(**plan["base"]), entry), {"output_dir": str(run_dir)}
     )
-    return bool(train(settings, console=console).main_process)
+    return bool(train(settings, console=console, shared_warm_starts=shared).main_process)
 
 
 def entry_settings(base: Any, entry: dict[str, Any]) -> Any:

@@ -170,6 +170,9 @@ class _Setup:
     main: bool
     threads: int
     resume: bool = False
+    #: a comparison's :class:`~corrgrpo.training.shared_warm_start.SharedWarmStarts`: the warm
+    #: start of another run with the same seed and settings is loaded, not done again
+    shared_warm_starts: Any = None
     #: when this command started, and the run's wall seconds before it (a resumed run)
     wall_start: float = field(default_factory=time.monotonic)
     prior_wall: float = 0.0
@@ -421,6 +424,54 @@ def _interrupted(setup: _Setup, stop: StopRequest, kept: str) -> TrainingInterru
     return TrainingInterrupted(stop.signum, setup.run.path, None, kept=kept)
 
 
+def _warm_start_stage(
+    setup: _Setup,
+    model: Any,
+    tokenizer: Any,
+    rows: list[dict[str, Any]],
+    stop: StopRequest,
+    ui: tuple[Any, bool],
+) -> Stage:
+    """The warm start, done or (in a comparison) loaded from a run of the same seed that did
+    it, recorded as the run's first stage."""
+    console, progress = ui
+    stop.phase = "warm start"
+    # one process only: under torchrun every process warm-starts its own copy, as before
+    shared = setup.shared_warm_starts if setup.config.world_size == 1 else None
+    kept = shared.find(setup.settings) if shared is not None else None
+    weights = None
+    if kept is not None:
+        weights = kept.copy_weights(stage_weights_dir(setup.run, WARM_START))
+        load_weights(model, weights)
+        steps, losses = kept.steps, list(kept.losses)
+        _note(console, setup.main)(
+            f"warm start: {steps} steps, final loss {losses[-1]:.3f}, loaded from {kept.path} "
+            "(done once for this seed and settings)"
+        )
+    else:
+        try:
+            steps, losses = _warm_start(setup, model, tokenizer, console, progress, stop)
+        except PhaseStopped:
+            raise _interrupted(
+                setup,
+                stop,
+                "during the warm start, before anything was saved (a resume starts the run over)",
+            ) from None
+        if steps and setup.main:
+            with _no_save_progress_bars():
+                weights = write_weights(stage_weights_dir(setup.run, WARM_START), model, tokenizer)
+            if shared is not None:
+                shared.keep(setup.settings, weights, steps, losses)
+    state = RunState(
+        settings=setup.settings.to_dict(),
+        warm_start_done=True,
+        warm_start_steps=steps,
+        warm_start_losses=losses,
+        eval_rows=len(rows),
+    )
+    return _record(setup, WARM_START, state, weights)
+
+
 def _before_training(
     setup: _Setup,
     model: Any,
@@ -432,29 +483,8 @@ def _before_training(
 ) -> RunState:
     """A fresh run's warm start and first evaluation, as the run state checkpoints keep; each
     is recorded as a stage when done, and a resumed run does not do it again."""
-    console, progress = ui
     if stage is None:
-        stop.phase = "warm start"
-        try:
-            steps, losses = _warm_start(setup, model, tokenizer, console, progress, stop)
-        except PhaseStopped:
-            raise _interrupted(
-                setup,
-                stop,
-                "during the warm start, before anything was saved (a resume starts the run over)",
-            ) from None
-        state = RunState(
-            settings=setup.settings.to_dict(),
-            warm_start_done=True,
-            warm_start_steps=steps,
-            warm_start_losses=losses,
-            eval_rows=len(rows),
-        )
-        weights = None
-        if steps and setup.main:
-            with _no_save_progress_bars():
-                weights = write_weights(stage_weights_dir(setup.run, WARM_START), model, tokenizer)
-        stage = _record(setup, WARM_START, state, weights)
+        stage = _warm_start_stage(setup, model, tokenizer, rows, stop, ui)
     state = stage.state
     if not state.start_evaluation_done:
         stop.phase = "evaluation"
@@ -695,7 +725,12 @@ def _warn_disk(setup: _Setup, model: Any, note: Callable[[str], None]) -> None:
 
 
 def train(
-    settings: RunSettings, *, console: Any = None, progress: bool = True, resume: bool = False
+    settings: RunSettings,
+    *,
+    console: Any = None,
+    progress: bool = True,
+    resume: bool = False,
+    shared_warm_starts: Any = None,
 ) -> RunResult:
     """Run ``settings`` to completion and write its run folder; returns the :class:`RunResult`.
 
@@ -703,12 +738,17 @@ def train(
     whole checkpoint, or a stage: warm start, first evaluation, training finished;
     :func:`resume_run` reads the settings from the folder). SIGTERM and Ctrl-C stop at the next
     safe point with that work kept and raise :class:`TrainingInterrupted`.
+
+    ``shared_warm_starts``: a comparison's
+    :class:`~corrgrpo.training.shared_warm_start.SharedWarmStarts`; the run loads the warm
+    start kept there for its seed and settings, or does it and keeps it for the others.
     """
     if resume and not settings.output_dir:
         raise ValueError("resuming needs the run folder (settings.output_dir)")
     wall_start = time.monotonic()
     setup = _prepare(settings, resume=resume)
     setup.wall_start = wall_start
+    setup.shared_warm_starts = shared_warm_starts
     progress = progress and setup.main
     _seed_everything(settings.seed)
     model, tokenizer = load_model_and_tokenizer(settings, setup.task)
