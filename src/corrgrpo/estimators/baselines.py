@@ -20,6 +20,7 @@ from corrgrpo.estimators.conventions import (
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import EstimatorInfo, register_estimator
 from corrgrpo.estimators.stats import (
+    ZERO_VARIANCE_RTOL,
     GroupCounts,
     TotalStats,
     batch_mean,
@@ -68,7 +69,7 @@ def grpo_advantages(
     official = is_official(conventions)
     eps = (OFFICIAL_GROUP_EPS if official else GRPO_EPS) if eps is None else eps
     u = rewards * weights
-    tot = total_stats(u, groups, ddof)
+    tot = total_stats(u, groups, ddof, zero_variance_rtol=0.0 if official else ZERO_VARIANCE_RTOL)
     den = tot.std + eps
     adv = tot.centered / groups.expand(den)
     record_singletons(stats, tot)
@@ -103,7 +104,7 @@ def dr_grpo_advantages(
     """
     official = is_official(conventions)
     u = rewards * weights
-    tot = total_stats(u, groups, ddof)
+    tot = total_stats(u, groups, ddof, zero_variance_rtol=0.0 if official else ZERO_VARIANCE_RTOL)
     record_singletons(stats, tot)
     if stats is not None:
         stats["total_std"] = tot.std
@@ -120,9 +121,18 @@ def _lone_responses_keep_reward(
     return keep_unscorable_zero(adv.where(~alone, torch.nansum(u, dim=-1) / divisor), tot.scorable)
 
 
-def group_zscores(rewards: Tensor, groups: Groups, eps: float, ddof: int) -> Tensor:
-    """Per-component group z-scores (r - mean_g r) / (std_g r + eps), 0 if constant or NaN."""
-    cs = component_stats(rewards, groups, ddof)
+def group_zscores(
+    rewards: Tensor,
+    groups: Groups,
+    eps: float,
+    ddof: int,
+    *,
+    zero_variance_rtol: float = ZERO_VARIANCE_RTOL,
+) -> Tensor:
+    """Per-component group z-scores (r - mean_g r) / (std_g r + eps), 0 if zero-variance
+    (docs/math.md, Zero variance) or NaN (the missing entry sits at the mean of the samples
+    that have the component, whose std is theirs: TRL's nanmean and nanstd)."""
+    cs = component_stats(rewards, groups, ddof, zero_variance_rtol=zero_variance_rtol)
     z = cs.centered / groups.expand(torch.where(cs.zero_variance, torch.inf, cs.std + eps))
     return z if cs.valid is None else torch.where(cs.valid, z, 0.0)
 
@@ -254,7 +264,7 @@ def gdpo_corr_advantages(
     else:
         terms, rows, tot = _gdpo_terms(rewards, groups, weights, 1e-4 if eps is None else eps, ddof)
         mean = batch_mean(terms.sum(dim=-1), rows)
-    q = _batch_correlation_sum(terms, rows, ddof)
+    q = _batch_correlation_sum(terms, rows, ddof, 0.0 if official else ZERO_VARIANCE_RTOL)
     adv = (terms.sum(dim=-1) - mean) / stabilized_root(q, corr_eps, stabilizer)
     record_singletons(stats, tot)
     if stats is not None:
@@ -274,12 +284,13 @@ def _gdpo_terms(
     return terms, rows, tot
 
 
-def _batch_correlation_sum(terms: Tensor, rows: Tensor, ddof: int) -> Tensor:
-    """1' C_B 1 of the terms over the rows, as the variance of their batch-standardized sum."""
+def _batch_correlation_sum(terms: Tensor, rows: Tensor, ddof: int, rtol: float) -> Tensor:
+    """1' C_B 1 of the terms over the rows, as the variance of their batch-standardized sum
+    (a term constant over the batch within ``rtol``, docs/math.md Zero variance, counts 0)."""
     flat_rows = rows.reshape(-1)
     batch = Groups(index=torch.zeros_like(flat_rows, dtype=torch.int64), num_slots=1)
     masked = torch.where(flat_rows.unsqueeze(-1), terms.reshape(-1, terms.shape[-1]), torch.nan)
-    z = component_stats(masked, batch, ddof).standardized(batch)
+    z = component_stats(masked, batch, ddof, zero_variance_rtol=rtol).standardized(batch)
     return group_variance(z.sum(dim=-1), flat_rows, batch, ddof)[0]
 
 
