@@ -19,6 +19,7 @@ non-zero weight); with ddof = 1, |C_i| <= std_g(R) (n - 1) / sqrt(n) in any case
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -385,8 +386,9 @@ def _scattered_on_host(
     d, scratch = work[: n * k].reshape(n, k), work[n * k : 2 * n * k].reshape(n, k)
     squares = work[2 * n * k :].reshape(n, 2)  # C**2 and s**2, summed at once
     deviation = torch.from_numpy(d)
-    index = groups.index.numpy()
-    per_group = _deviation_table(rewards, groups, weights, ddof, corr_weighting, rtol, d, scratch)
+    layout = _HostLayout(groups)
+    index = layout.index
+    per_group = _deviation_table(rewards, layout, weights, ddof, corr_weighting, rtol, d, scratch)
     if per_group is None:
         return None
     b, offsets, dof, base = per_group
@@ -399,22 +401,39 @@ def _scattered_on_host(
     np.multiply(centered.numpy(), centered.numpy(), out=squares[:, 0])
     np.multiply(s, s, out=squares[:, 1])
     sums = groups.sum_host_rows(torch.from_numpy(squares)).numpy() / dof[:, None]
-    count = groups.sizes(torch.float64)
-    if rtol > 0 and not _zero_constant_totals(centered.numpy(), sums, dof, base, groups, rtol):
+    if rtol > 0 and not _zero_constant_totals(centered.numpy(), sums, dof, base, layout, rtol):
         return None
     tot = TotalStats(
         scorable=torch.ones(n, dtype=torch.bool),
-        count=count,
+        count=layout.count,
         centered=centered,
         std=torch.from_numpy(np.sqrt(sums[:, 0])),
-        singleton=torch.from_numpy(count.numpy() <= ddof),
+        singleton=torch.from_numpy(layout.sizes <= ddof),
     )
     return tot, torch.from_numpy(sums[:, 1])
 
 
+@dataclass(frozen=True)
+class _HostLayout:
+    """What the host path reads of its groups, taken out of torch once per call."""
+
+    groups: Groups
+    index: np.ndarray = field(init=False)  # (N,) slot of each sample
+    first: np.ndarray = field(init=False)  # (S,) position of each slot's first member
+    count: Tensor = field(init=False)  # (S,) float64 group sizes
+    sizes: np.ndarray = field(init=False)  # the same in NumPy
+
+    def __post_init__(self) -> None:
+        count = self.groups.sizes(torch.float64)
+        object.__setattr__(self, "index", self.groups.index.numpy())
+        object.__setattr__(self, "first", self.groups.host_first_members().numpy())
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "sizes", count.numpy())
+
+
 def _deviation_table(
     rewards: Tensor,
-    groups: Groups,
+    layout: _HostLayout,
     weights: Tensor,
     ddof: int,
     corr_weighting: str,
@@ -426,32 +445,25 @@ def _deviation_table(
     :func:`_group_table` of its sums, and sum_k w_k mean_g r_k (S,); the deviations of
     components constant only within the tolerance are set to 0, so that their rounding stays
     out of C as on the other paths."""
-    x, index = rewards.numpy(), groups.index.numpy()
+    x, index, groups = rewards.numpy(), layout.index, layout.groups
     # (S, K); float32 rewards are read as they are: NumPy computes d in float64, the same
     # numbers as from a float64 copy, which is not made
-    reference = np.take(x, groups.host_first_members().numpy(), axis=0).astype(np.float64)
+    reference = np.take(x, layout.first, axis=0).astype(np.float64)
     # (mode "clip" writes straight into the buffer: the slots are in range by construction)
     np.subtract(x, np.take(reference, index, axis=0, out=d, mode="clip"), out=d)
     deviation = torch.from_numpy(d)
     dev_sum = groups.sum_host_rows(deviation).numpy()  # (S, K)
     dev_sq = groups.sum_host_rows(torch.from_numpy(np.multiply(d, d, out=scratch))).numpy()
     coef = _signed_coefficients(weights, corr_weighting).numpy()
-    per_group = _group_table(
-        dev_sum,
-        dev_sq,
-        groups.sizes(torch.float64).numpy(),
-        np.abs(reference),
-        weights.numpy(),
-        coef,
-        ddof,
-        rtol,
-    )
+    w = weights.numpy()
+    sizes, magnitude = layout.sizes, np.abs(reference)
+    per_group = _group_table(dev_sum, dev_sq, sizes, magnitude, w, coef, ddof, rtol)
     if per_group is None:
         return None
     b, offsets, dof, rounding = per_group
     if rounding.any():
         d[np.take(rounding, index, axis=0)] = 0.0
-    return b, offsets, dof, reference @ weights.numpy() + offsets[:, 0]
+    return b, offsets, dof, reference @ w + offsets[:, 0]
 
 
 def _zero_constant_totals(
@@ -459,22 +471,21 @@ def _zero_constant_totals(
     sums: np.ndarray,
     dof: np.ndarray,
     base: np.ndarray,
-    groups: Groups,
+    layout: _HostLayout,
     rtol: float,
 ) -> bool:
     """Set C (``centered``, N) and its sum of squares (``sums[:, 0]`` / dof) to 0 in groups
     whose total base + C is constant within ``rtol``, decided from the sums as the other host
     paths do (:func:`negligible_spread_from_moments`); False when they cannot decide."""
     sum_sq = sums[:, 0] * dof
-    first = np.take(centered, groups.host_first_members().numpy())
     exact = sum_sq == 0
-    count = groups.sizes(torch.float64).numpy()
-    constant = negligible_spread_from_moments(sum_sq, count, np.abs(base + first), exact, rtol)
+    # the total's mean is base: |base| lies within a spread of the largest |R|
+    constant = negligible_spread_from_moments(sum_sq, layout.sizes, np.abs(base), exact, rtol)
     if constant is None:
         return False
     rounding = constant & ~exact
     if rounding.any():
-        centered[np.take(rounding, groups.index.numpy())] = 0.0
+        centered[np.take(rounding, layout.index)] = 0.0
         sums[rounding, 0] = 0.0
     return True
 

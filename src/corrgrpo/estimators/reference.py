@@ -27,15 +27,15 @@ def _groups(group_index: Tensor) -> list[Tensor]:
     return list(torch.split(order, sizes.tolist()))
 
 
-def _scorable(r: Tensor, idx: Tensor) -> tuple[Tensor, Tensor]:
+def _scorable(r: Tensor, idx: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
     """The group's samples that have some component, and their rewards with each missing
-    entry at its component's mean over the samples that have it (0 if none has)."""
+    entry at its component's mean over the samples that have it (0 if none has); as they are
+    when the batch is ``complete`` (no NaN)."""
+    if complete:
+        return idx, r[idx]
     kept = idx[~torch.isnan(r[idx]).all(1)]
     g = r[kept]
-    missing = torch.isnan(g)
-    if bool(missing.any()):
-        g = torch.where(missing, torch.nanmean(g, 0).nan_to_num(0.0), g)
-    return kept, g
+    return kept, torch.where(torch.isnan(g), torch.nanmean(g, 0).nan_to_num(0.0), g)
 
 
 def _zero_var(r: Tensor) -> Tensor:
@@ -49,18 +49,21 @@ def _z(r: Tensor, eps: float) -> Tensor:
     return torch.where(_zero_var(r), 0.0, z)
 
 
-def _corr(u: Tensor) -> Tensor:
-    """Pearson correlation matrix of the columns, zero rows and columns for constant ones."""
+def _corr(u: Tensor, constant: Tensor | None = None) -> Tensor:
+    """Pearson correlation matrix of the columns, zero rows and columns for ``constant`` ones
+    (default: the zero-variance ones)."""
     dev = u - u.mean(0)
     cross = dev.T @ dev
-    inv_norm = torch.where(_zero_var(u), 0.0, cross.diagonal().rsqrt())
+    constant = _zero_var(u) if constant is None else constant
+    inv_norm = torch.where(constant, 0.0, cross.diagonal().rsqrt())
     return cross * inv_norm[:, None] * inv_norm[None, :]
 
 
 def loop_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
+    complete = not bool(torch.isnan(r).any())
     for group in _groups(gi):
-        idx, g = _scorable(r, group)
+        idx, g = _scorable(r, group, complete)
         if len(idx) < 2:
             continue
         tot = (g * w).sum(1)
@@ -70,8 +73,9 @@ def loop_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
 
 def loop_dr_grpo(r: Tensor, gi: Tensor, w: Tensor) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
+    complete = not bool(torch.isnan(r).any())
     for group in _groups(gi):
-        idx, g = _scorable(r, group)
+        idx, g = _scorable(r, group, complete)
         if len(idx) < 2:
             continue
         tot = (g * w).sum(1)
@@ -81,16 +85,18 @@ def loop_dr_grpo(r: Tensor, gi: Tensor, w: Tensor) -> Tensor:
 
 def loop_corr_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
+    complete = not bool(torch.isnan(r).any())
     for group in _groups(gi):
-        idx, g = _scorable(r, group)
+        idx, g = _scorable(r, group, complete)
         if len(idx) < 2:
             continue
         u = g * w
+        constant = _zero_var(u)
         # a zero-variance component is constant: its rounding is no part of the total
-        tot = torch.where(_zero_var(u), u.mean(0), u).sum(1)
+        tot = (torch.where(constant, u.mean(0), u) if bool(constant.any()) else u).sum(1)
         if _zero_var(tot):
             continue
-        q = float(_corr(u).sum())
+        q = float(_corr(u, constant).sum())
         out[idx] = (tot - tot.mean()) / math.sqrt(max(q, 0.0) + eps)
     return out
 

@@ -46,7 +46,8 @@ def negligible_spread(hi: Tensor, lo: Tensor, rtol: float) -> Tensor:
     (rtol 0: max == min exactly)."""
     if rtol == 0:
         return hi == lo
-    return (hi - lo) <= rtol * torch.maximum(hi.abs(), lo.abs())
+    # max(|max|, |min|) = max(max, -min), as max >= min
+    return (hi - lo) <= torch.maximum(hi, lo.neg()).mul_(rtol)
 
 
 def negligible_spread_from_moments(
@@ -57,21 +58,29 @@ def negligible_spread_from_moments(
     rtol: float,
 ) -> np.ndarray | None:
     """:func:`negligible_spread` where only the sum of squared deviations from the mean
-    (``sum_sq``), the sample count and the magnitude |r| of one member are known (the host
-    paths, which find no maximum or minimum); ``None`` when some entry cannot be decided.
+    (``sum_sq``), the sample count and a magnitude |r| are known (the host paths, which find
+    no maximum or minimum); ``None`` when some entry cannot be decided.
 
-    The spread s = max - min satisfies 4 sum_sq / n <= s**2 <= 2 sum_sq, and the largest
-    magnitude M lies in [|r|, |r| + s]: s <= rtol M holds for sure if sqrt(2 sum_sq) <= rtol
-    |r|, fails for sure if 2 sqrt(sum_sq / n) > rtol (|r| + sqrt(2 sum_sq)). Between the two
-    (relative spreads within a factor sqrt(n) of the tolerance, which real rewards hardly
-    have) the caller takes the path that finds max and min. ``exact_constant`` marks entries
-    known to be constant (every deviation 0), decided without the bounds.
+    ``magnitude`` must lie between the largest magnitude M of the group's values less their
+    spread s = max - min and M itself (|r| of a member, or of the mean, does). As
+    4 sum_sq / n <= s**2 <= 2 sum_sq and M <= |r| + s: s <= rtol M holds for sure if
+    2 sum_sq <= (rtol |r|)**2, fails for sure if 4 sum_sq / n > 2 rtol**2 (|r|**2 + 2 sum_sq)
+    (from (a + b)**2 <= 2 a**2 + 2 b**2). Between the two (relative spreads within a small
+    factor of the tolerance, which real rewards hardly have) the caller takes the path that
+    finds max and min. ``exact_constant`` marks entries known to be constant (every
+    deviation 0).
     """
-    high = np.sqrt(2.0 * sum_sq) * (1.0 + _MOMENT_SLACK)
-    low = 2.0 * np.sqrt(sum_sq / np.maximum(count, 1.0)) * (1.0 - _MOMENT_SLACK)
-    floor = rtol * magnitude
-    zero = exact_constant | ((high <= floor) & (floor >= _SMALLEST_BOUNDED))
-    varies = low > rtol * (magnitude + high)
+    grow, shrink = (1.0 + _MOMENT_SLACK) ** 2, (1.0 - _MOMENT_SLACK) ** 2
+    # fails for sure: sum_sq * per_count > |r|**2, per_count from the inequality above
+    per_count = (4.0 * shrink / np.maximum(count, 1.0) - 4.0 * rtol * rtol * grow) / (
+        2.0 * rtol * rtol * grow if rtol > 0 else 1.0
+    )
+    square = magnitude * magnitude
+    varies = sum_sq * per_count > (square if rtol > 0 else 0.0)
+    if (varies | exact_constant).all():  # the usual case: nothing near the tolerance
+        return exact_constant.copy()
+    floor = (rtol * rtol) * square
+    zero = exact_constant | ((2.0 * grow) * sum_sq <= floor) & (floor >= _SMALLEST_BOUNDED**2)
     if not (zero | varies).all():
         return None
     return zero
@@ -500,7 +509,8 @@ def total_from_components(
     """
     dtype = cs.std.dtype
     varying = (~cs.zero_variance).to(dtype)
-    coef = varying if weights is None else varying * weights.to(dtype)
+    weights = None if weights is None else weights.to(dtype)
+    coef = varying if weights is None else varying * weights
     centered = groups.mix_components(cs.centered, coef)
     if cs.valid is None:
         scorable = torch.ones(centered.shape, dtype=torch.bool, device=centered.device)
@@ -508,18 +518,39 @@ def total_from_components(
     else:
         scorable = cs.valid.any(dim=-1)
         count = groups.sum(scorable.to(dtype).reshape(-1))
+    dof = (count - ddof).clamp(min=1.0)
+    sum_sq = groups.sum_of_squares(centered)
     if zero_variance_rtol > 0:
         present = cs.mean if cs.valid is None else torch.where(cs.count > 0, cs.mean, 0.0)
-        base = (present if weights is None else present * weights.to(dtype)).sum(dim=-1)
-        hi = groups.max(centered if cs.valid is None else centered.where(scorable, -torch.inf))
-        lo = groups.min(centered if cs.valid is None else centered.where(scorable, torch.inf))
-        constant = negligible_spread(base + hi, base + lo, zero_variance_rtol)
-        centered = centered.where(~groups.expand(constant), 0.0)
-    dof = (count - ddof).clamp(min=1.0)
-    std = torch.sqrt(groups.sum_of_squares(centered) / dof)
+        base = present.sum(-1) if weights is None else present @ weights
+        if not _totals_vary(sum_sq, base, groups, zero_variance_rtol, cs.valid is None):
+            hi = groups.max(centered.where(scorable, -torch.inf))
+            lo = groups.min(centered.where(scorable, torch.inf))
+            constant = negligible_spread(base + hi, base + lo, zero_variance_rtol)
+            centered = centered.where(~groups.expand(constant), 0.0)
+            sum_sq = sum_sq.where(~constant, 0.0)
     return TotalStats(
-        scorable=scorable, count=count, centered=centered, std=std, singleton=count <= ddof
+        scorable=scorable,
+        count=count,
+        centered=centered,
+        std=torch.sqrt(sum_sq / dof),
+        singleton=count <= ddof,
     )
+
+
+def _totals_vary(sum_sq: Tensor, base: Tensor, groups: Groups, rtol: float, complete: bool) -> bool:
+    """Whether every total of a dense, complete host batch surely varies beyond the tolerance,
+    from its mean ``base`` and the sum of squares of C alone (a few operations on per-group
+    values, where finding each group's max and min would take a dozen, some over the
+    samples). With n samples, max - min >= 2 sqrt(sum_sq / n), and max |R| <= |base| +
+    sqrt(2 sum_sq) <= sqrt(2 base**2 + 4 sum_sq); the total surely varies if the first
+    exceeds rtol times the second. False (look closer) elsewhere."""
+    if groups.group_size is None or not complete or sum_sq.device.type != "cpu":
+        return False
+    n = float(groups.group_size)
+    margin = (rtol * rtol) * (1.0 + _MOMENT_SLACK)
+    # 4 sum_sq / n > margin (2 base**2 + 4 sum_sq), rearranged
+    return bool((sum_sq * ((2.0 / n - 2.0 * margin) / margin) > base * base).all())
 
 
 def record_singletons(stats: dict[str, Any] | None, tot: GroupCounts) -> None:
