@@ -78,12 +78,12 @@ def negligible_spread_from_moments(
     square = magnitude * magnitude
     varies = sum_sq * per_count > (square if rtol > 0 else 0.0)
     if (varies | exact_constant).all():  # the usual case: nothing near the tolerance
-        return exact_constant.copy()
+        return np.array(exact_constant, dtype=bool)
     floor = (rtol * rtol) * square
-    zero = exact_constant | ((2.0 * grow) * sum_sq <= floor) & (floor >= _SMALLEST_BOUNDED**2)
-    if not (zero | varies).all():
-        return None
-    return zero
+    zero: np.ndarray = exact_constant | (
+        ((2.0 * grow) * sum_sq <= floor) & (floor >= _SMALLEST_BOUNDED**2)
+    )
+    return zero if (zero | varies).all() else None
 
 
 @dataclass(frozen=True)
