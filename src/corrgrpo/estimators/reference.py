@@ -40,8 +40,14 @@ def _scorable(r: Tensor, idx: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
 
 def _zero_var(r: Tensor) -> Tensor:
     """Per column: max - min <= ZERO_VARIANCE_RTOL * max |r| (docs/math.md, Zero variance)."""
-    hi, lo = r.max(0).values, r.min(0).values
-    return (hi - lo) <= ZERO_VARIANCE_RTOL * torch.maximum(hi.abs(), lo.abs())
+    hi, lo = r.amax(0), r.amin(0)
+    return (hi - lo) <= ZERO_VARIANCE_RTOL * torch.maximum(hi, -lo)  # = max(|hi|, |lo|)
+
+
+def _constant(total: Tensor) -> bool:
+    """:func:`_zero_var` of one group's totals (N,), in Python numbers."""
+    hi, lo = float(total.max()), float(total.min())
+    return hi - lo <= ZERO_VARIANCE_RTOL * max(hi, -lo)
 
 
 def _z(r: Tensor, eps: float) -> Tensor:
@@ -67,7 +73,7 @@ def loop_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
         if len(idx) < 2:
             continue
         tot = (g * w).sum(1)
-        out[idx] = 0.0 if _zero_var(tot) else (tot - tot.mean()) / (tot.std() + eps)
+        out[idx] = 0.0 if _constant(tot) else (tot - tot.mean()) / (tot.std() + eps)
     return out
 
 
@@ -79,7 +85,7 @@ def loop_dr_grpo(r: Tensor, gi: Tensor, w: Tensor) -> Tensor:
         if len(idx) < 2:
             continue
         tot = (g * w).sum(1)
-        out[idx] = 0.0 if _zero_var(tot) else tot - tot.mean()
+        out[idx] = 0.0 if _constant(tot) else tot - tot.mean()
     return out
 
 
@@ -94,7 +100,7 @@ def loop_corr_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-6) -> Tenso
         constant = _zero_var(u)
         # a zero-variance component is constant: its rounding is no part of the total
         tot = (torch.where(constant, u.mean(0), u) if bool(constant.any()) else u).sum(1)
-        if _zero_var(tot):
+        if _constant(tot):
             continue
         q = float(_corr(u, constant).sum())
         out[idx] = (tot - tot.mean()) / math.sqrt(max(q, 0.0) + eps)
