@@ -194,8 +194,11 @@ def _group_structure(x: Tensor, groups: Groups, w: Tensor, ddof: int) -> _GroupS
     dev = torch.where(tot.scorable.unsqueeze(1), cs.centered, 0.0)
     cov = groups.sum(dev.unsqueeze(2) * dev.unsqueeze(1)) / dof
     s_total = cov.sum(dim=(1, 2))
-    # correlations from z-scores rather than cov / (std std): no underflow for tiny scales
-    z = torch.where(tot.scorable.unsqueeze(1), cs.standardized(groups), 0.0)
+    # correlations from z-scores rather than cov / (std std): no underflow for tiny scales;
+    # stds over the scorable samples, as CorrGRPO's Q takes them (a missing entry at its mean)
+    z = torch.where(
+        tot.scorable.unsqueeze(1), cs.over_scorable(tot.count, ddof).standardized(groups), 0.0
+    )
     corr = groups.sum(z.unsqueeze(2) * z.unsqueeze(1)) / dof
     share = torch.where(s_total.unsqueeze(1) > 0, cov.sum(dim=2) / s_total.unsqueeze(1), 0.0)
     eye = torch.eye(x.shape[1], dtype=torch.float64, device=x.device)

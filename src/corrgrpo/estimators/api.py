@@ -76,13 +76,14 @@ def compute_advantages(
 
     Args:
         rewards: dense ``(B, G, K)`` (B groups of G samples, K components) or flat ``(N, K)``
-            with ``group_index``. NaN means "not applicable" for that component (TRL's None).
+            with ``group_index``. NaN means "not applicable" for that component (TRL's None;
+            docs/math.md, Missing rewards (NaN)).
         estimator: a name from :func:`list_estimators` (default ``"corr_grpo"``).
         group_index: ``(N,)`` group id per sample for flat input: an integer tensor or any
             sequence of hashable ids (e.g. verl's uid strings). Groups may be ragged and
             non-contiguous.
         weights: ``(K,)`` reward weights (default all 1).
-        eps: the estimator's stabilizer (``None`` = its documented default).
+        eps: the estimator's stabilizer (``None``: its default; docs/estimators.md, Stabilizers).
         ddof: divisor n - ddof for every sample statistic (default 1).
         stats: optional dict the estimator fills with diagnostic tensors: counts such as
             ``singleton_groups`` and per group slot (``Groups`` order) the keys of its

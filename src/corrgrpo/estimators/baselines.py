@@ -20,6 +20,7 @@ from corrgrpo.estimators.conventions import (
 from corrgrpo.estimators.groups import Groups
 from corrgrpo.estimators.registry import EstimatorInfo, register_estimator
 from corrgrpo.estimators.stats import (
+    ZERO_VARIANCE_RTOL,
     GroupCounts,
     TotalStats,
     batch_mean,
@@ -58,17 +59,20 @@ def grpo_advantages(
     stats: dict[str, Any] | None = None,
     conventions: str = "corrgrpo",
 ) -> Tensor:
-    """GRPO (Shao et al., 2024, DeepSeekMath): A_i = C_i / (std_g(R) + eps).
+    """GRPO (Shao et al., 2024, DeepSeekMath; docs/math.md, GRPO): A_i = C_i / (std_g(R) + eps).
 
-    R_i = sum_k w_k r_ik, C_i = R_i - mean_g(R); ``eps`` defaults to 1e-4 (TRL's value).
-    A group whose total is constant (max == min) gets C = 0 exactly; singleton groups and
-    samples whose every component is NaN get 0. ``conventions="official"``: verl's
-    ``compute_grpo_outcome_advantage`` (eps 1e-6; a group of one keeps R / (1 + eps)).
+    R_i = sum_k w_k r_ik, C_i = R_i - mean_g(R); ``eps`` defaults to 1e-4 (TRL's value;
+    docs/estimators.md, Stabilizers). A group whose total is constant within round-off
+    (docs/math.md, Zero variance) gets C = 0 exactly; a missing component enters R at its
+    group mean (docs/math.md, Missing rewards (NaN)); singleton groups and samples whose
+    every component is NaN get 0. ``conventions="official"``: verl's
+    ``compute_grpo_outcome_advantage`` (eps 1e-6; a group of one keeps R / (1 + eps); the
+    exact zero-variance test).
     """
     official = is_official(conventions)
     eps = (OFFICIAL_GROUP_EPS if official else GRPO_EPS) if eps is None else eps
     u = rewards * weights
-    tot = total_stats(u, groups, ddof)
+    tot = total_stats(u, groups, ddof, zero_variance_rtol=0.0 if official else ZERO_VARIANCE_RTOL)
     den = tot.std + eps
     adv = tot.centered / groups.expand(den)
     record_singletons(stats, tot)
@@ -97,13 +101,14 @@ def dr_grpo_advantages(
 ) -> Tensor:
     """Dr.GRPO (Liu et al., 2025, "Understanding R1-Zero-Like Training"): A_i = C_i.
 
-    The centred weighted total without any scale normalization (``eps`` is unused).
-    Singleton groups and all-NaN samples get 0. ``conventions="official"``: verl's GRPO
-    with ``norm_adv_by_std_in_grpo=False`` (a group of one keeps R).
+    The centred weighted total without any scale normalization (``eps`` is unused:
+    docs/estimators.md, Stabilizers), C as in :func:`grpo_advantages`. Singleton groups and
+    all-NaN samples get 0. ``conventions="official"``: verl's GRPO with
+    ``norm_adv_by_std_in_grpo=False`` (a group of one keeps R).
     """
     official = is_official(conventions)
     u = rewards * weights
-    tot = total_stats(u, groups, ddof)
+    tot = total_stats(u, groups, ddof, zero_variance_rtol=0.0 if official else ZERO_VARIANCE_RTOL)
     record_singletons(stats, tot)
     if stats is not None:
         stats["total_std"] = tot.std
@@ -120,9 +125,18 @@ def _lone_responses_keep_reward(
     return keep_unscorable_zero(adv.where(~alone, torch.nansum(u, dim=-1) / divisor), tot.scorable)
 
 
-def group_zscores(rewards: Tensor, groups: Groups, eps: float, ddof: int) -> Tensor:
-    """Per-component group z-scores (r - mean_g r) / (std_g r + eps), 0 if constant or NaN."""
-    cs = component_stats(rewards, groups, ddof)
+def group_zscores(
+    rewards: Tensor,
+    groups: Groups,
+    eps: float,
+    ddof: int,
+    *,
+    zero_variance_rtol: float = ZERO_VARIANCE_RTOL,
+) -> Tensor:
+    """Per-component group z-scores (r - mean_g r) / (std_g r + eps), 0 if zero-variance
+    (docs/math.md, Zero variance) or NaN (the missing entry sits at the mean of the samples
+    that have the component, whose std is theirs: TRL's nanmean and nanstd)."""
+    cs = component_stats(rewards, groups, ddof, zero_variance_rtol=zero_variance_rtol)
     z = cs.centered / groups.expand(torch.where(cs.zero_variance, torch.inf, cs.std + eps))
     return z if cs.valid is None else torch.where(cs.valid, z, 0.0)
 
@@ -155,7 +169,9 @@ def mo_grpo_advantages(
 
     Each reward is rescaled by its own within-group spread before summing (variance-based
     reweighting), with no batch stage. Weights default to 1, which is the published form;
-    other weights scale the per-component terms. Constant components contribute 0.
+    other weights scale the per-component terms. Zero-variance components (docs/math.md,
+    Zero variance) and missing entries contribute 0. ``eps`` 1e-4: docs/estimators.md,
+    Stabilizers.
     """
     eps = 1e-4 if eps is None else eps
     tot = group_counts(rewards, groups, ddof)
@@ -179,8 +195,10 @@ def gdpo_advantages(
     """GDPO (Liu et al., 2026, arXiv 2601.05242): group z-scores, weighted sum, batch z-score.
 
     z_ik = (r_ik - mean_g r_k) / (std_g r_k + eps); S_i = sum_k w_k z_ik;
-    A_i = (S_i - mean_B S) / (std_B S + eps) over the whole batch. ``eps`` defaults to 1e-4,
-    which makes it equal to TRL's ``multi_objective_aggregation="normalize_then_sum"``.
+    A_i = (S_i - mean_B S) / (std_B S + eps) over the whole batch. ``eps`` defaults to 1e-4
+    (docs/estimators.md, Stabilizers), which makes it equal to TRL's
+    ``multi_objective_aggregation="normalize_then_sum"`` (a missing entry: z = 0, its mean
+    and std those of the samples that have it, as TRL's nanmean and nanstd).
     Singleton groups get 0 and are left out of the batch statistics.
     ``conventions="official"``: the GDPO code of verl and of the official CorrGRPO repository
     (eps 1e-6, a group of one keeps r / (1 + eps), the batch stage verl's masked_whiten over
@@ -236,7 +254,8 @@ def gdpo_corr_advantages(
     As GDPO, but the final batch std is replaced by sqrt(1' C_B 1), where C_B is the Pearson
     correlation matrix, across the batch, of the per-component terms U_k = w_k z_k (rows and
     columns of batch-constant terms zeroed). Evaluated as the variance of the sum of the
-    batch-standardized terms; ``corr_eps`` is the stabilizer of the root.
+    batch-standardized terms; ``corr_eps`` is the stabilizer of the root (``eps`` and
+    ``corr_eps``: docs/estimators.md, Stabilizers).
     ``conventions="official"``: the official CorrGRPO code (``gdpo_covariance_coefficient``):
     verl's group stage (eps 1e-6, a group of one keeps r / (1 + eps) and stays in the batch)
     and a batch mean over ``token_counts`` tokens per response; the correlations count every
@@ -254,7 +273,7 @@ def gdpo_corr_advantages(
     else:
         terms, rows, tot = _gdpo_terms(rewards, groups, weights, 1e-4 if eps is None else eps, ddof)
         mean = batch_mean(terms.sum(dim=-1), rows)
-    q = _batch_correlation_sum(terms, rows, ddof)
+    q = _batch_correlation_sum(terms, rows, ddof, 0.0 if official else ZERO_VARIANCE_RTOL)
     adv = (terms.sum(dim=-1) - mean) / stabilized_root(q, corr_eps, stabilizer)
     record_singletons(stats, tot)
     if stats is not None:
@@ -274,12 +293,13 @@ def _gdpo_terms(
     return terms, rows, tot
 
 
-def _batch_correlation_sum(terms: Tensor, rows: Tensor, ddof: int) -> Tensor:
-    """1' C_B 1 of the terms over the rows, as the variance of their batch-standardized sum."""
+def _batch_correlation_sum(terms: Tensor, rows: Tensor, ddof: int, rtol: float) -> Tensor:
+    """1' C_B 1 of the terms over the rows, as the variance of their batch-standardized sum
+    (a term constant over the batch within ``rtol``, docs/math.md Zero variance, counts 0)."""
     flat_rows = rows.reshape(-1)
     batch = Groups(index=torch.zeros_like(flat_rows, dtype=torch.int64), num_slots=1)
     masked = torch.where(flat_rows.unsqueeze(-1), terms.reshape(-1, terms.shape[-1]), torch.nan)
-    z = component_stats(masked, batch, ddof).standardized(batch)
+    z = component_stats(masked, batch, ddof, zero_variance_rtol=rtol).standardized(batch)
     return group_variance(z.sum(dim=-1), flat_rows, batch, ddof)[0]
 
 

@@ -85,8 +85,8 @@ def gdpo_conditioned_advantages(
     The rewards go through :func:`conditioned_rewards`, then through the ``base`` estimator
     (default ``"gdpo"``, as in the paper; any registered name). The GDPO repository has no
     code for it; TRL's closed PR #4855 does, and its defaults are followed (threshold 1.0,
-    a missing gate makes the gated rewards missing). ``conventions`` and ``token_counts`` go to
-    the base estimator.
+    a missing gate makes the gated rewards missing). ``eps`` (docs/estimators.md,
+    Stabilizers), ``conventions`` and ``token_counts`` go to the base estimator.
     """
     fn = get_estimator(base)
     forward: dict[str, Any] = {}

@@ -14,7 +14,10 @@ Estimators with public reference code take ``conventions="official"`` to reprodu
 
 A component that is constant in a group gets z = 0 under both conventions here; the official
 code divides the rounding residue of its mean by eps instead (an amplified rounding error,
-not a convention). See ``docs/estimators.md`` for the table of conventions.
+not a convention). Zero variance is the official code's exact test under
+``conventions="official"`` (max == min: a spread of one rounding step is variance there) and
+within round-off otherwise (docs/math.md, Zero variance). See ``docs/estimators.md`` for the
+table of conventions, and docs/math.md, Official conventions.
 """
 
 from __future__ import annotations
@@ -57,9 +60,10 @@ def lone_divisor(eps: float) -> float:
 def official_zscores(rewards: Tensor, groups: Groups, eps: float, ddof: int) -> Tensor:
     """verl's per-component group z-scores: (r - mean) / (std + eps); a lone response r / (1 + eps).
 
-    Missing (NaN) entries get 0, constant components 0. Like ``rewards``: (N, K) or (B, G, K).
+    Missing (NaN) entries get 0, constant components (max == min exactly) 0. Like
+    ``rewards``: (N, K) or (B, G, K).
     """
-    cs = component_stats(rewards, groups, ddof)
+    cs = component_stats(rewards, groups, ddof, zero_variance_rtol=0.0)
     z = cs.centered / groups.expand(cs.std + eps)
     z = z.where(~groups.expand(cs.zero_variance), 0.0)
     alone = groups.expand(cs.count == 1)

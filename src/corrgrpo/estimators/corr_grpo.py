@@ -19,6 +19,7 @@ non-zero weight); with ddof = 1, |C_i| <= std_g(R) (n - 1) / sqrt(n) in any case
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from corrgrpo.estimators.conventions import is_official
 from corrgrpo.estimators.groups import Groups, host_scratch
 from corrgrpo.estimators.registry import EstimatorInfo, register_estimator
 from corrgrpo.estimators.stats import (
+    ZERO_VARIANCE_RTOL,
     ComponentStats,
     TotalStats,
     as_float64,
@@ -36,10 +38,10 @@ from corrgrpo.estimators.stats import (
     finalize,
     has_nan,
     host_float64,
+    negligible_spread_from_moments,
     record_singletons,
     stabilized_root,
     total_from_components,
-    total_stats,
 )
 
 GUARDS = (None, "floor", "grpo_std", "clip", "shrink")
@@ -54,6 +56,7 @@ def correlation_sum(
     corr_weighting: str = "absorbed",
     reward_stats: ComponentStats | None = None,
     scorable_count: Tensor | None = None,
+    zero_variance_rtol: float = ZERO_VARIANCE_RTOL,
 ) -> Tensor:
     """Q per group slot: sum_j sum_k rho~_jk, in O(N K) as Var_g(sum_k s_k z_k).
 
@@ -64,14 +67,20 @@ def correlation_sum(
     components (their rows and columns of rho~ are zero, diagonal included).
     The z-scores are taken of r itself, with sign(w_k) in the coefficient: equal to those of
     w r, and free of the overflow a tiny weight would cause (1 / std(w r) beyond float range).
-    ``reward_stats`` (of the unweighted rewards) / ``scorable_count`` let a caller reuse
-    statistics it already has.
+    A missing (NaN) entry has centred value 0 (it sits at its component's mean) and rho~ is
+    the correlation matrix of these centred columns over the group's scorable samples, each
+    active component's diagonal entry 1 however many samples lack it (docs/math.md, Missing
+    rewards (NaN)). ``reward_stats`` (of the unweighted rewards) / ``scorable_count`` let a
+    caller reuse statistics it already has; ``zero_variance_rtol`` is the zero-variance
+    tolerance (docs/math.md, Zero variance).
     """
     coef = _signed_coefficients(weights, corr_weighting).to(rewards.dtype)
-    cs = reward_stats if reward_stats is not None else component_stats(rewards, groups, ddof)
-    s = cs.standardized_sum(groups, coef.expand_as(cs.std))
+    if reward_stats is None:
+        reward_stats = component_stats(rewards, groups, ddof, zero_variance_rtol=zero_variance_rtol)
     if scorable_count is None:
         scorable_count = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
+    cs = reward_stats.over_scorable(scorable_count, ddof)
+    s = cs.standardized_sum(groups, coef.expand_as(cs.std))
     # every z column sums to 0 within its group, so Var(s) is the plain sum of squares
     return groups.sum_of_squares(s) / (scorable_count - ddof).clamp(min=1.0)
 
@@ -84,6 +93,7 @@ def correlation_shrinkage(
     ddof: int = 1,
     corr_weighting: str = "absorbed",
     scorable_count: Tensor | None = None,
+    zero_variance_rtol: float = ZERO_VARIANCE_RTOL,
 ) -> tuple[Tensor, Tensor]:
     """The ``"shrink"`` guard's intensity lambda and target per group slot (docs/estimators.md,
     "The guard").
@@ -98,16 +108,17 @@ def correlation_shrinkage(
     lambda = min(1, 1 / ((n - 1) * mean_{j!=k} r_jk**2)). It is 1 when the observed
     correlations are no larger than unrelated rewards would give (every |r| = 1 at n = 2), and
     never below 1 / (n - 1): Q_lambda >= T / (n - 1) > 0. Groups with fewer than two active
-    components get lambda = 0 (their Q is already T, or 0 with C = 0).
+    components get lambda = 0 (their Q is already T, or 0 with C = 0). The correlations are
+    those Q sums (:func:`correlation_sum`: the same zero-variance test and missing entries).
     """
     rewards = as_float64(rewards)
-    cs = component_stats(rewards, groups, ddof)
+    cs = component_stats(rewards, groups, ddof, zero_variance_rtol=zero_variance_rtol)
     coef = _correlation_coefficients(weights, corr_weighting).to(rewards.dtype)
     active = ~cs.zero_variance & (coef != 0)  # (S, K)
     k = rewards.shape[-1]
-    z = cs.standardized(groups)
     if scorable_count is None:
         scorable_count = groups.sum((~torch.isnan(rewards).all(dim=-1)).to(rewards.dtype))
+    z = cs.over_scorable(scorable_count, ddof).standardized(groups)
     dof = (scorable_count - ddof).clamp(min=1.0)
     # (S, K, K): the same correlations Q sums (same z-scores, same divisor)
     outer = (z.unsqueeze(-1) * z.unsqueeze(-2)).reshape(*z.shape[:-1], k * k)
@@ -128,32 +139,44 @@ def _group_table(
     dev_sum: np.ndarray,
     dev_sq: np.ndarray,
     count: np.ndarray,
+    magnitude: np.ndarray,
     weights: np.ndarray,
     coef: np.ndarray,
     ddof: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Per group slot, from the (S, K) sums of d and d**2: b_k = coef_k / std_k (S, K) (0 for
-    constant components), the offsets sum_k w_k dbar_k and sum_k b_k dbar_k (S, 2), and the
-    divisor n - ddof (S,); ``None`` when a spread is too tiny to square (std 0 while the
-    deviations sum to non-zero). In NumPy, whose calls on these small tables take about half
-    the time of torch's.
+    rtol: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per group slot, from the (S, K) sums of d and d**2 and the magnitude |r| of the member
+    d is taken from: b_k = coef_k / std_k (S, K) (0 for zero-variance components), the
+    offsets sum_k w_k dbar_k and sum_k b_k dbar_k (S, 2) (zero-variance components left out),
+    the divisor n - ddof (S,), and which components are zero-variance without being exactly
+    constant (S, K), whose deviations the caller must leave out too; ``None`` when the sums
+    cannot decide zero variance (a spread too tiny to square, or too close to the tolerance:
+    :func:`negligible_spread_from_moments`). In NumPy, whose calls on these small tables take
+    about half the time of torch's.
     """
     n = count[:, None]
     shift = dev_sum / np.maximum(n, 1.0)  # mean - first member
     dof = np.maximum(n - ddof, 1.0)
-    spread = dev_sq - dev_sum * shift
-    np.maximum(spread, 0.0, out=spread)
-    std = np.sqrt(np.divide(spread, dof, out=spread), out=spread)
-    scored = std != 0
-    if (dev_sum[~scored] != 0).any():
+    sum_sq = dev_sq - dev_sum * shift
+    np.maximum(sum_sq, 0.0, out=sum_sq)
+    exact = (sum_sq == 0) & (dev_sum == 0)
+    zero = negligible_spread_from_moments(sum_sq, n, magnitude, exact, rtol)
+    if zero is None:
+        return None
+    std = np.sqrt(np.divide(sum_sq, dof, out=sum_sq), out=sum_sq)
+    scored = ~zero
+    if (scored & (std == 0)).any():  # a spread too tiny to square
         return None
     if ddof > 1:  # groups of ddof or fewer samples have no variance (ddof <= 1: d is 0 there)
         scored &= n > ddof
     b = np.divide(coef, std, out=np.zeros_like(std), where=scored)
+    rounding = zero & ~exact
+    if rounding.any():
+        shift[rounding] = 0.0
     offsets = np.empty((dev_sum.shape[0], 2))
     offsets[:, 0] = shift @ weights
     offsets[:, 1] = np.einsum("sk,sk->s", b, shift)
-    return b, offsets, dof[:, 0]
+    return b, offsets, dof[:, 0], rounding
 
 
 def _signed_coefficients(weights: Tensor, corr_weighting: str) -> Tensor:
@@ -206,39 +229,39 @@ def corr_grpo_advantages(
     grpo_eps: float = 1e-4,
     conventions: str = "corrgrpo",
 ) -> Tensor:
-    """CorrGRPO (Hu et al., "CorrGRPO: Correlation-Normalized GRPO for Multi-Reward Learning").
+    """CorrGRPO (Hu et al., "CorrGRPO: Correlation-Normalized GRPO for Multi-Reward Learning";
+    docs/math.md, CorrGRPO).
 
     A_i = C_i / den with C_i = R_i - mean_g(R), R_i = sum_k w_k r_ik (GRPO's numerator) and
     Q = sum_j sum_k rho~_jk(u), the sum of the group's Pearson correlation matrix of the
     weighted components u_k = w_k r_k with zero-variance rows/columns zeroed;
     den = sqrt(max(Q, 0) + eps) (``stabilizer="inside"``, the official code, default) or
-    sqrt(max(Q, 0)) + eps (``"outside"``, the paper's formula). ``eps`` defaults to 1e-6.
-    Within a group A_Corr = c_q * A_GRPO with c_q = den_GRPO / den_Corr > 0.
+    sqrt(max(Q, 0)) + eps (``"outside"``, the paper's formula); ``eps`` and ``grpo_eps``:
+    docs/estimators.md, Stabilizers. Within a group A_Corr = c_q * A_GRPO, c_q > 0.
 
-    Conventions: zero variance is max == min over the group's raw values (exact); float64
-    internally; singleton groups and all-constant groups get 0; K = 1 gives Q = 1, i.e. plain
-    mean-centring. ``normalize=False`` returns the numerator only.
+    Conventions: zero variance is a spread within round-off (docs/math.md, Zero variance);
+    a missing (NaN) entry sits at its component's group mean in C and Q alike (docs/math.md,
+    Missing rewards (NaN)); singleton and all-constant groups get 0; K = 1 gives Q = 1.
+    ``normalize=False`` returns the numerator only.
 
     ``guard`` ``"floor"``, ``"grpo_std"``, ``"clip"`` or ``"shrink"`` bounds |A| in
     near-singular groups (each one's bound: the module docstring). Off here, as in the paper;
     the trainers default to ``"shrink"``. ``stats["guard_triggers"]`` counts the groups it
     changed (``"shrink"``: raised Q), ``stats["shrinkage"]`` holds lambda per group.
 
-    ``conventions="official"`` changes nothing: the official CorrGRPO code
-    (``grpo_covariance_coefficient``) already computes these numbers (eps 1e-6 inside the root,
-    0 for a group of one), except that it takes a component as constant when its computed
-    variance is 0, where corrgrpo compares max and min (exact; the variance test lets the
-    rounding noise of weighted constants into Q).
+    ``conventions="official"``: the official code (``grpo_covariance_coefficient``) computes
+    the same numbers but for its exact zero-variance test, which lets a rounding step (0.1 +
+    0.2 next to 0.3) count in Q; this keeps it (docs/math.md, Official conventions).
     """
-    is_official(conventions)
+    rtol = 0.0 if is_official(conventions) else ZERO_VARIANCE_RTOL
     _check_guard(guard)
     _check_corr_weighting(corr_weighting)
-    tot, q, nan_free = _total_and_q(rewards, groups, weights, ddof, corr_weighting)
+    tot, q, nan_free = _total_and_q(rewards, groups, weights, ddof, corr_weighting, rtol)
     if not normalize:
         record_singletons(stats, tot)
         return tot.centered if nan_free else finalize(tot.centered, tot, groups)
     shrinkage = (
-        correlation_shrinkage(rewards, groups, weights, ddof=ddof, corr_weighting=corr_weighting)
+        _shrinkage(rewards, groups, weights, ddof, corr_weighting, rtol)
         if guard == "shrink"
         else None
     )
@@ -251,16 +274,32 @@ def corr_grpo_advantages(
     return adv if nan_free else finalize(adv, tot, groups)
 
 
+def _shrinkage(
+    rewards: Tensor, groups: Groups, weights: Tensor, ddof: int, corr_weighting: str, rtol: float
+) -> tuple[Tensor, Tensor]:
+    """:func:`correlation_shrinkage` with the zero-variance tolerance of the estimate."""
+    return correlation_shrinkage(
+        rewards, groups, weights, ddof=ddof, corr_weighting=corr_weighting, zero_variance_rtol=rtol
+    )
+
+
 def _total_and_q(
-    rewards: Tensor, groups: Groups, weights: Tensor, ddof: int, corr_weighting: str
+    rewards: Tensor,
+    groups: Groups,
+    weights: Tensor,
+    ddof: int,
+    corr_weighting: str,
+    rtol: float,
 ) -> tuple[TotalStats, Tensor, bool]:
     """The weighted total's statistics and Q per group slot, by the fastest path that applies,
-    and whether the rewards were known to be free of NaN."""
-    scattered = _scattered_on_host(rewards, groups, weights, ddof, corr_weighting)
+    and whether the rewards were known to be free of NaN. Every path builds C and Q from the
+    same centred values (a missing entry at its component's mean) and the same zero-variance
+    test (tolerance ``rtol``)."""
+    scattered = _scattered_on_host(rewards, groups, weights, ddof, corr_weighting, rtol)
     if scattered is not None:
         return (*scattered, True)
     rewards = as_float64(rewards)
-    tot, cs = _total_and_component_stats(rewards, groups, weights, ddof)
+    tot, cs = _total_and_component_stats(rewards, groups, weights, ddof, rtol)
     q = correlation_sum(
         rewards,
         groups,
@@ -269,8 +308,9 @@ def _total_and_q(
         corr_weighting=corr_weighting,
         reward_stats=cs,
         scorable_count=tot.count,
+        zero_variance_rtol=rtol,
     )
-    return tot, q, cs is not None
+    return tot, q, cs.valid is None
 
 
 def _divide_by_denominator(
@@ -302,18 +342,22 @@ def _divide_by_denominator(
 
 
 def _total_and_component_stats(
-    rewards: Tensor, groups: Groups, weights: Tensor, ddof: int
-) -> tuple[TotalStats, ComponentStats | None]:
-    """The weighted total's statistics, and the components' when they come for free."""
-    if has_nan(rewards):  # weights are finite, so u = w r has NaN exactly where r has
-        return total_stats(rewards * weights, groups, ddof), None
-    # one pass over the components serves numerator and denominator
-    cs = component_stats(rewards, groups, ddof, nan_free=True)
-    return total_from_components(cs, groups, ddof, weights=weights), cs
+    rewards: Tensor, groups: Groups, weights: Tensor, ddof: int, rtol: float
+) -> tuple[TotalStats, ComponentStats]:
+    """The weighted total's statistics and the components' (one pass over the components
+    serves numerator and denominator: the same centred values, a missing entry at its mean)."""
+    cs = component_stats(rewards, groups, ddof, zero_variance_rtol=rtol)
+    tot = total_from_components(cs, groups, ddof, weights=weights, zero_variance_rtol=rtol)
+    return tot, cs
 
 
 def _scattered_on_host(
-    rewards: Tensor, groups: Groups, weights: Tensor, ddof: int, corr_weighting: str
+    rewards: Tensor,
+    groups: Groups,
+    weights: Tensor,
+    ddof: int,
+    corr_weighting: str,
+    rtol: float,
 ) -> tuple[TotalStats, Tensor] | None:
     """The centred total and Q of NaN-free scattered groups on the host, the fast way.
 
@@ -321,14 +365,15 @@ def _scattered_on_host(
     sums give each group's moments; d = 0 exactly where r equals that member, so a zero
     spread means a constant component (exact for rewards above ~1e-146 in magnitude, below
     which distinct values can differ by less than a square can hold; such groups go the
-    careful way when their sum of d is non-zero). The weights enter per component:
+    careful way when their sum of d is non-zero); zero variance within ``rtol`` follows from
+    the moments (:func:`negligible_spread_from_moments`). The weights enter per component:
     C_i = sum_k w_k (d_ik - dbar_k) and s_i = sum_k b_k (d_ik - dbar_k) with
     b_k = s_k sign(w_k) / std_g(r_k), as z_k(w r) = sign(w_k) z_k(r). Segment sums are sparse
     products with the group-membership matrix; everything else is NumPy on views of the same
     buffers (its calls cost a fraction of torch's at this size), no centred copy is made and
     the temporaries are reused between calls: at N = 8192 the number of operations, not the
     data, sets the time. ``None`` (the general path) for dense or accelerator input, NaN, or
-    a spread too tiny to square.
+    zero variance the sums cannot decide.
     """
     if groups.group_size is not None or rewards.device.type != "cpu":
         return None
@@ -341,20 +386,12 @@ def _scattered_on_host(
     d, scratch = work[: n * k].reshape(n, k), work[n * k : 2 * n * k].reshape(n, k)
     squares = work[2 * n * k :].reshape(n, 2)  # C**2 and s**2, summed at once
     deviation = torch.from_numpy(d)
-    x, index = rewards.numpy(), groups.index.numpy()
-    # (S, K); float32 rewards are read as they are: NumPy computes d in float64, the same
-    # numbers as from a float64 copy, which is not made
-    reference = np.take(x, groups.host_first_members().numpy(), axis=0).astype(np.float64)
-    # (mode "clip" writes straight into the buffer: the slots are in range by construction)
-    np.subtract(x, np.take(reference, index, axis=0, out=d, mode="clip"), out=d)
-    dev_sum = groups.sum_host_rows(deviation).numpy()  # (S, K)
-    dev_sq = groups.sum_host_rows(torch.from_numpy(np.multiply(d, d, out=scratch))).numpy()
-    count = groups.sizes(torch.float64)
-    coef = _signed_coefficients(weights, corr_weighting).numpy()
-    per_group = _group_table(dev_sum, dev_sq, count.numpy(), weights.numpy(), coef, ddof)
+    layout = _HostLayout(groups)
+    index = layout.index
+    per_group = _deviation_table(rewards, layout, weights, ddof, corr_weighting, rtol, d, scratch)
     if per_group is None:
         return None
-    b, offsets, dof = per_group
+    b, offsets, dof, base = per_group
     offsets = np.take(offsets, index, axis=0)  # (N, 2)
     centered = torch.mv(deviation, weights)
     np.subtract(centered.numpy(), offsets[:, 0], out=centered.numpy())
@@ -364,14 +401,93 @@ def _scattered_on_host(
     np.multiply(centered.numpy(), centered.numpy(), out=squares[:, 0])
     np.multiply(s, s, out=squares[:, 1])
     sums = groups.sum_host_rows(torch.from_numpy(squares)).numpy() / dof[:, None]
+    if rtol > 0 and not _zero_constant_totals(centered.numpy(), sums, dof, base, layout, rtol):
+        return None
     tot = TotalStats(
         scorable=torch.ones(n, dtype=torch.bool),
-        count=count,
+        count=layout.count,
         centered=centered,
         std=torch.from_numpy(np.sqrt(sums[:, 0])),
-        singleton=torch.from_numpy(count.numpy() <= ddof),
+        singleton=torch.from_numpy(layout.sizes <= ddof),
     )
     return tot, torch.from_numpy(sums[:, 1])
+
+
+@dataclass(frozen=True)
+class _HostLayout:
+    """What the host path reads of its groups, taken out of torch once per call."""
+
+    groups: Groups
+    index: np.ndarray = field(init=False)  # (N,) slot of each sample
+    first: np.ndarray = field(init=False)  # (S,) position of each slot's first member
+    count: Tensor = field(init=False)  # (S,) float64 group sizes
+    sizes: np.ndarray = field(init=False)  # the same in NumPy
+
+    def __post_init__(self) -> None:
+        count = self.groups.sizes(torch.float64)
+        object.__setattr__(self, "index", self.groups.index.numpy())
+        object.__setattr__(self, "first", self.groups.host_first_members().numpy())
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "sizes", count.numpy())
+
+
+def _deviation_table(
+    rewards: Tensor,
+    layout: _HostLayout,
+    weights: Tensor,
+    ddof: int,
+    corr_weighting: str,
+    rtol: float,
+    d: np.ndarray,
+    scratch: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """For :func:`_scattered_on_host`: d = r - r_first into ``d`` (N, K), the
+    :func:`_group_table` of its sums, and sum_k w_k mean_g r_k (S,); the deviations of
+    components constant only within the tolerance are set to 0, so that their rounding stays
+    out of C as on the other paths."""
+    x, index, groups = rewards.numpy(), layout.index, layout.groups
+    # (S, K); float32 rewards are read as they are: NumPy computes d in float64, the same
+    # numbers as from a float64 copy, which is not made
+    reference = np.take(x, layout.first, axis=0).astype(np.float64)
+    # (mode "clip" writes straight into the buffer: the slots are in range by construction)
+    np.subtract(x, np.take(reference, index, axis=0, out=d, mode="clip"), out=d)
+    deviation = torch.from_numpy(d)
+    dev_sum = groups.sum_host_rows(deviation).numpy()  # (S, K)
+    dev_sq = groups.sum_host_rows(torch.from_numpy(np.multiply(d, d, out=scratch))).numpy()
+    coef = _signed_coefficients(weights, corr_weighting).numpy()
+    w = weights.numpy()
+    sizes, magnitude = layout.sizes, np.abs(reference)
+    per_group = _group_table(dev_sum, dev_sq, sizes, magnitude, w, coef, ddof, rtol)
+    if per_group is None:
+        return None
+    b, offsets, dof, rounding = per_group
+    if rounding.any():
+        d[np.take(rounding, index, axis=0)] = 0.0
+    return b, offsets, dof, reference @ w + offsets[:, 0]
+
+
+def _zero_constant_totals(
+    centered: np.ndarray,
+    sums: np.ndarray,
+    dof: np.ndarray,
+    base: np.ndarray,
+    layout: _HostLayout,
+    rtol: float,
+) -> bool:
+    """Set C (``centered``, N) and its sum of squares (``sums[:, 0]`` / dof) to 0 in groups
+    whose total base + C is constant within ``rtol``, decided from the sums as the other host
+    paths do (:func:`negligible_spread_from_moments`); False when they cannot decide."""
+    sum_sq = sums[:, 0] * dof
+    exact = sum_sq == 0
+    # the total's mean is base: |base| lies within a spread of the largest |R|
+    constant = negligible_spread_from_moments(sum_sq, layout.sizes, np.abs(base), exact, rtol)
+    if constant is None:
+        return False
+    rounding = constant & ~exact
+    if rounding.any():
+        centered[np.take(rounding, layout.index)] = 0.0
+        sums[rounding, 0] = 0.0
+    return True
 
 
 def _clip_advantages(

@@ -77,7 +77,8 @@ def gd2po_advantages(
     update is scaled by rho_g, the share of its rollouts kept: S_i = rho_g sum_k a_ik for the
     kept rollouts, which GDPO's batch stage then standardizes over the kept rows; dropped
     rollouts get 0. Defaults follow the authors' training scripts (snr_threshold 0.8, the
-    tool-calling scripts' ratio_eps 1e-8; the safe-alignment config leaves it at 1e-6).
+    tool-calling scripts' ratio_eps 1e-8; the safe-alignment config leaves it at 1e-6);
+    ``eps``, ``sign_eps`` and ``ratio_eps``: docs/estimators.md, Stabilizers.
 
     From the authors' code (``verl/trainer/ppo/ray_trainer.py`` of ``tool-calling`` and
     ``safe-alignment``), where the paper leaves it open: the sign test has a margin

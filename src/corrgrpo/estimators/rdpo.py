@@ -64,7 +64,8 @@ def rdpo_advantages(
     3. A_i = sum_k w_k (W q_i)_k.
     The RDPO paper was not available to check constants; this is the formula described there
     (quantile normalization followed by Mahalanobis whitening). ``eps`` defaults to 1e-6.
-    Constant components contribute 0; singleton groups get 0.
+    Zero-variance components (docs/math.md, Zero variance) contribute 0; singleton groups
+    get 0. Stabilizer ``eps``: docs/estimators.md, Stabilizers.
     """
     eps = 1e-6 if eps is None else eps
     out_shape = rewards.shape[:-1]
@@ -74,8 +75,10 @@ def rdpo_advantages(
     q = group_quantile_scores(rewards, groups)
     cs = component_stats(q, groups, ddof)
     # active = non-constant in the group and non-zero weight; inactive ones are kept out of
-    # the whitening so that a zero-weight component is inert
-    active = (~cs.zero_variance & (weights != 0)).to(q.dtype)
+    # the whitening so that a zero-weight component is inert. Constant is decided on the
+    # rewards (docs/math.md, Zero variance): ranks would tell round-off apart.
+    constant = component_stats(rewards, groups, ddof).zero_variance
+    active = (~(cs.zero_variance | constant) & (weights != 0)).to(q.dtype)
     dev = cs.centered * groups.expand(active)
     dof = (tot.count - ddof).clamp(min=1.0)
     cov = groups.sum(dev.unsqueeze(2) * dev.unsqueeze(1)) / dof.view(-1, 1, 1)

@@ -1,8 +1,12 @@
 """Straightforward per-group loop implementations of every built-in estimator.
 
-Written the obvious way (explicit K x K matrices, one group at a time, no NaN support), they
-serve as an independent check of the vectorized estimators and as the baseline of
-``benchmarks/estimators.py``. Not for training use.
+Written the obvious way (explicit K x K matrices, one group at a time), they serve as an
+independent check of the vectorized estimators and as the baseline of
+``benchmarks/estimators.py``. Not for training use. The estimators of the total (``grpo``,
+``dr_grpo``, ``corr_grpo``) take NaN as the library does (docs/math.md, Missing rewards
+(NaN)): a sample with no component is left out, a missing entry is filled in at its
+component's mean over the samples that have it, and the group is then computed as if
+complete; the others take no NaN.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from corrgrpo.estimators.stats import ZERO_VARIANCE_RTOL
+
 
 def _groups(group_index: Tensor) -> list[Tensor]:
     """Each group's sample positions, in order of group id (one sort, then a split)."""
@@ -21,8 +27,27 @@ def _groups(group_index: Tensor) -> list[Tensor]:
     return list(torch.split(order, sizes.tolist()))
 
 
+def _scorable(r: Tensor, idx: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
+    """The group's samples that have some component, and their rewards with each missing
+    entry at its component's mean over the samples that have it (0 if none has); as they are
+    when the batch is ``complete`` (no NaN)."""
+    if complete:
+        return idx, r[idx]
+    kept = idx[~torch.isnan(r[idx]).all(1)]
+    g = r[kept]
+    return kept, torch.where(torch.isnan(g), torch.nanmean(g, 0).nan_to_num(0.0), g)
+
+
 def _zero_var(r: Tensor) -> Tensor:
-    return r.max(0).values == r.min(0).values
+    """Per column: max - min <= ZERO_VARIANCE_RTOL * max |r| (docs/math.md, Zero variance)."""
+    hi, lo = r.amax(0), r.amin(0)
+    return (hi - lo) <= ZERO_VARIANCE_RTOL * torch.maximum(hi, -lo)  # = max(|hi|, |lo|)
+
+
+def _constant(total: Tensor) -> bool:
+    """:func:`_zero_var` of one group's totals (N,), in Python numbers."""
+    hi, lo = float(total.max()), float(total.min())
+    return hi - lo <= ZERO_VARIANCE_RTOL * max(hi, -lo)
 
 
 def _z(r: Tensor, eps: float) -> Tensor:
@@ -30,44 +55,54 @@ def _z(r: Tensor, eps: float) -> Tensor:
     return torch.where(_zero_var(r), 0.0, z)
 
 
-def _corr(u: Tensor) -> Tensor:
-    """Pearson correlation matrix of the columns, zero rows and columns for constant ones."""
+def _corr(u: Tensor, constant: Tensor | None = None) -> Tensor:
+    """Pearson correlation matrix of the columns, zero rows and columns for ``constant`` ones
+    (default: the zero-variance ones)."""
     dev = u - u.mean(0)
     cross = dev.T @ dev
-    inv_norm = torch.where(_zero_var(u), 0.0, cross.diagonal().rsqrt())
+    constant = _zero_var(u) if constant is None else constant
+    inv_norm = torch.where(constant, 0.0, cross.diagonal().rsqrt())
     return cross * inv_norm[:, None] * inv_norm[None, :]
 
 
 def loop_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
-    for idx in _groups(gi):
+    complete = not bool(torch.isnan(r).any())
+    for group in _groups(gi):
+        idx, g = _scorable(r, group, complete)
         if len(idx) < 2:
             continue
-        tot = (r[idx] * w).sum(1)
-        out[idx] = 0.0 if tot.max() == tot.min() else (tot - tot.mean()) / (tot.std() + eps)
+        tot = (g * w).sum(1)
+        out[idx] = 0.0 if _constant(tot) else (tot - tot.mean()) / (tot.std() + eps)
     return out
 
 
 def loop_dr_grpo(r: Tensor, gi: Tensor, w: Tensor) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
-    for idx in _groups(gi):
+    complete = not bool(torch.isnan(r).any())
+    for group in _groups(gi):
+        idx, g = _scorable(r, group, complete)
         if len(idx) < 2:
             continue
-        tot = (r[idx] * w).sum(1)
-        out[idx] = 0.0 if tot.max() == tot.min() else tot - tot.mean()
+        tot = (g * w).sum(1)
+        out[idx] = 0.0 if _constant(tot) else tot - tot.mean()
     return out
 
 
 def loop_corr_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
-    for idx in _groups(gi):
+    complete = not bool(torch.isnan(r).any())
+    for group in _groups(gi):
+        idx, g = _scorable(r, group, complete)
         if len(idx) < 2:
             continue
-        u = r[idx] * w
-        tot = u.sum(1)
-        if tot.max() == tot.min():
+        u = g * w
+        constant = _zero_var(u)
+        # a zero-variance component is constant: its rounding is no part of the total
+        tot = (torch.where(constant, u.mean(0), u) if bool(constant.any()) else u).sum(1)
+        if _constant(tot):
             continue
-        q = float(_corr(u).sum())
+        q = float(_corr(u, constant).sum())
         out[idx] = (tot - tot.mean()) / math.sqrt(max(q, 0.0) + eps)
     return out
 

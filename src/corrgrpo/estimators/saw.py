@@ -81,7 +81,8 @@ def saw_advantages(
     [-3, 3]) before the CV and nothing to its format reward, so ``cv_shift`` defaults to 0 and
     ``cv_shift=[3.0, 0.0]`` reproduces its tool-calling setup; the CV is over the whole batch
     (torch's unbiased std) with stabilizer 1e-8. The weights of the user (default 1) multiply
-    lambda. ``conventions="official"`` runs the base as that code does (verl's group stage,
+    lambda. ``eps`` goes to the base; ``eps`` and ``cv_eps``: docs/estimators.md, Stabilizers.
+    ``conventions="official"`` runs the base as that code does (verl's group stage,
     eps 1e-6, a group of one keeps r / (1 + eps); for ``"gdpo"`` masked_whiten over
     ``token_counts`` tokens, with the older verl's exact token count in the mean).
     ``stats["saw_weights"]``: lambda.

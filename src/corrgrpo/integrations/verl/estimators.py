@@ -10,12 +10,17 @@ comes from the per-component rewards published by the trainer side
 (:mod:`corrgrpo.integrations.verl.context`), groups come from verl's ``uid`` index (ragged
 and non-contiguous groups are fine), and the outcome advantage of each response is
 broadcast over its response mask.
+
+With reward components, the components are the rewards; what verl adds to the token rewards
+beyond the reward function's ``score`` (reward shaping such as the DAPO reward manager's
+overlong penalty) is one more component of weight 1 for the estimators of the total, and an
+error for the others (:func:`verl_shaping`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -29,6 +34,10 @@ from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 from corrgrpo.utils.reward_faults import RewardFunctionError, stop_message, too_many
 
 PREFIX = "corrgrpo_"
+
+#: the reward function's scalar result, which verl puts on the last response token and also
+#: into reward_extra_info
+SCORE_KEY = "score"
 
 _ADAPTERS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
 
@@ -130,17 +139,18 @@ def outcome_advantages(
     estimator, options = _resolve_estimator(name, cfg, config)
     batch = current_components()
     check_reward_errors(batch, cfg, uids)
-    rewards = _reward_matrix(name, cfg, config, token_level_rewards, batch)
-
+    stats: dict[str, Any] = {}
+    rewards, weights = _rewards_and_weights(
+        name, estimator, cfg, config, token_level_rewards, stats
+    )
     # an estimator verl also ships defaults to verl's stabilizer, so that it is a drop-in
     eps = cfg.eps if cfg.eps is not None else estimator_info(estimator).framework_eps
-    stats: dict[str, Any] = {}
     rows, scatter = _final_outputs(batch.session_keys if batch is not None else None, n)
     scalar = compute_advantages(
         rewards[rows] if rows is not None else rewards,
         estimator,
         group_index=[uids[i] for i in rows] if rows is not None else uids,
-        weights=cfg.weights,
+        weights=weights,
         eps=eps,
         ddof=cfg.ddof,
         stats=stats,
@@ -283,6 +293,89 @@ def _reward_matrix(
     columns = [_float_column(batch.columns[k], k, n) for k in cfg.reward_keys]
     matrix = np.stack(columns, axis=1)
     return torch.from_numpy(matrix).to(token_level_rewards.device)
+
+
+def _rewards_and_weights(
+    name: str,
+    estimator: str,
+    cfg: CorrGRPOVerlConfig,
+    config: Any,
+    token_rewards: torch.Tensor,
+    stats: dict[str, Any],
+) -> tuple[torch.Tensor, tuple[float, ...] | None]:
+    """The (N, K) rewards and their weights: :func:`_reward_matrix` with verl's shaping added
+    (:func:`verl_shaping`; ``stats["verl_shaping_rows"]`` counts the rows it changed)."""
+    batch = current_components()
+    rewards = _reward_matrix(name, cfg, config, token_rewards, batch)
+    if not cfg.reward_keys or batch is None:
+        return rewards, cfg.weights
+    shaping = verl_shaping(token_rewards, batch.columns, rewards, cfg.weights)
+    stats["verl_shaping_rows"] = float(np.count_nonzero(shaping))
+    return _apply_shaping(estimator, shaping, rewards, cfg.weights)
+
+
+def verl_shaping(
+    token_level_rewards: torch.Tensor,
+    columns: Mapping[str, Any],
+    components: torch.Tensor,
+    weights: Sequence[float] | None,
+) -> np.ndarray:
+    """(N,) float64: what verl added to each response's token rewards beyond its score.
+
+    verl's reward managers put the reward function's ``score`` on the last response token,
+    plus any shaping of their own (the DAPO manager's overlong penalty); the trainer may
+    add more (the KL penalty, refused before this). The shaping is the token rewards' sum
+    less the ``score`` field of ``reward_extra_info``, or, where the batch lacks that field,
+    less the weighted sum of the components. A difference within the zero-variance
+    tolerance of the score (docs/math.md, Zero variance) is the float32 rounding of the
+    token rewards, not shaping: 0.
+    """
+    from corrgrpo.estimators.stats import ZERO_VARIANCE_RTOL
+
+    n = token_level_rewards.shape[0]
+    total = token_level_rewards.detach().to(torch.float64).sum(dim=-1).cpu().numpy()
+    if SCORE_KEY in columns:
+        score = _float_column(columns[SCORE_KEY], SCORE_KEY, n)
+    else:
+        w = np.ones(components.shape[1]) if weights is None else np.asarray(weights)
+        score = np.nansum(components.detach().cpu().numpy() * w, axis=1)
+    shaping = np.nan_to_num(total - score)
+    rounding = np.abs(shaping) <= ZERO_VARIANCE_RTOL * np.maximum(np.abs(total), np.abs(score))
+    shaping[rounding] = 0.0
+    return shaping
+
+
+def _apply_shaping(
+    estimator: str,
+    shaping: np.ndarray,
+    rewards: torch.Tensor,
+    weights: tuple[float, ...] | None,
+) -> tuple[torch.Tensor, tuple[float, ...] | None]:
+    """The rewards and weights with verl's shaping as one more component of weight 1, for an
+    estimator of the weighted total (its total is then verl's: the score plus the shaping);
+    an error for the others, which standardize each component and have no total to add it
+    to. Unchanged without shaping."""
+    from corrgrpo.estimators.registry import estimator_info, list_estimators
+
+    shaped = np.flatnonzero(shaping)
+    if shaped.size == 0:
+        return rewards, weights
+    if not estimator_info(estimator).sum_first:
+        totals = [e for e in list_estimators() if estimator_info(e).sum_first]
+        row = int(shaped[0])
+        raise ValueError(
+            f"verl added reward shaping to the token rewards of {shaped.size} of "
+            f"{shaping.size} responses beyond the reward function's score (row {row}: "
+            f"{shaping[row]:+.6g}), such as the DAPO reward manager's overlong penalty "
+            "(reward.reward_kwargs.overlong_buffer_cfg). Estimator "
+            f"{estimator!r} standardizes each of algorithm.{SECTION}.reward_keys and has no "
+            "total to add it to: turn the shaping off and return it from the reward function "
+            f"as one more component, or use an estimator of the total ({', '.join(totals)})"
+        )
+    column = torch.from_numpy(shaping).to(device=rewards.device, dtype=rewards.dtype)
+    k = rewards.shape[1]
+    full = (1.0,) * k if weights is None else weights
+    return torch.cat([rewards, column.unsqueeze(1)], dim=1), (*full, 1.0)
 
 
 def _float_column(values: Any, key: str, n: int) -> np.ndarray:

@@ -28,7 +28,7 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
 from corrgrpo.integrations.verl.config import CorrGRPOVerlConfig
 from corrgrpo.integrations.verl.context import provide_components
-from corrgrpo.integrations.verl.estimators import corrgrpo_name_of
+from corrgrpo.integrations.verl.estimators import SCORE_KEY, corrgrpo_name_of
 from corrgrpo.integrations.verl.rewards import REWARD_ERROR_KEY
 
 #: trainer mode name -> verl's trainer it extends
@@ -104,11 +104,14 @@ class ComponentRewardsMixin:
         )
         extra = data["extra_fields"]
         extra_list = extra.tolist() if hasattr(extra, "tolist") else list(extra)
-        # the failure flags of corrgrpo's reward function ride along when it sets them
-        columns, missing = components_from_extra_fields(extra_list, [*names, REWARD_ERROR_KEY])
-        if REWARD_ERROR_KEY in missing:
-            missing.remove(REWARD_ERROR_KEY)
-            del columns[REWARD_ERROR_KEY]
+        # the failure flags of corrgrpo's reward function ride along when it sets them, and
+        # the score, from which the estimator tells verl's reward shaping apart
+        optional = [key for key in (REWARD_ERROR_KEY, SCORE_KEY) if key not in names]
+        columns, missing = components_from_extra_fields(extra_list, [*names, *optional])
+        for key in optional:
+            if key in missing:
+                missing.remove(key)
+                del columns[key]
         if not missing:
             return columns
         # a colocated reward model writes reward_extra_info keys as top-level fields
