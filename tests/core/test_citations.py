@@ -12,18 +12,9 @@ from corrgrpo.estimators import list_estimators
 ROOT = Path(__file__).resolve().parents[2]
 MATH = ROOT / "docs" / "math.md"
 
-# The two documents the project was built from live outside the repository; their names are
-# written as a pattern so that this file does not cite them itself.
+# documents that are not in the repository; written as a pattern so this file does not
+# cite them itself
 OUTSIDE_DOCUMENTS = re.compile(r"\b(?:PAPER|SPEC)\.md\b", re.IGNORECASE)
-
-#: Files that still cite an outside document, each to cite docs/math.md instead; every other
-#: file is checked.
-STILL_TO_FIX: frozenset[str] = frozenset(
-    {
-        "src/corrgrpo/estimators/stats.py",  # the divisor and zero variance
-        "tests/core/test_estimators_oracles.py",  # the oracles and test vectors of CorrGRPO
-    }
-)
 
 # a citation: the page's path and a comma, then the section's heading
 MATH_CITATION = re.compile(r"docs/math\.md,[ \t]*")
@@ -101,13 +92,9 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
         for path in tracked_files()
         if OUTSIDE_DOCUMENTS.search(read_text(path))
     }
-    assert not citing - STILL_TO_FIX, (
+    assert not citing, (
         "cite the paper (title, arXiv id, section) or a section of docs/math.md instead in: "
-        + ", ".join(sorted(citing - STILL_TO_FIX))
-    )
-    # a file off the list is checked again: the list holds only files that still cite
-    assert not STILL_TO_FIX - citing, (
-        f"no longer citing, drop from STILL_TO_FIX: {STILL_TO_FIX - citing}"
+        + ", ".join(sorted(citing))
     )
 
 

@@ -1,4 +1,4 @@
-"""Every oracle and test vector of PAPER.md §1."""
+"""Every oracle and test vector of CorrGRPO (docs/math.md, CorrGRPO)."""
 
 from __future__ import annotations
 

@@ -146,3 +146,14 @@ def test_trl_config_warns_that_trl_aggregation_is_superseded(tmp_path) -> None:
             report_to="none",
             multi_objective_aggregation="normalize_then_sum",
         )
+
+
+def test_dynamic_sampling_drops_a_group_constant_within_round_off() -> None:
+    """A key whose only spread is round-off (0.1 + 0.2 against 0.3) is constant, as for the
+    estimators; a real spread of one part in a thousand is not."""
+    rounded = torch.tensor([[0.1 + 0.2], [0.3], [0.3], [0.3]], dtype=torch.float64)
+    varied = torch.tensor([[0.3], [0.3003], [0.3], [0.3]], dtype=torch.float64)
+    rewards = torch.cat([rounded, varied])
+    dropped = constant_groups(rewards, 4, "r", ["r"], torch.ones(1))
+    assert dropped.tolist() == [True, False]
+    assert constant_groups(rewards, 4, "total", ["r"], torch.ones(1)).tolist() == [True, False]

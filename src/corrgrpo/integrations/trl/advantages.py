@@ -19,6 +19,7 @@ from corrgrpo.diagnostics import diagnose
 from corrgrpo.diagnostics.weight_regimes import low_weight_groups, low_weight_share
 from corrgrpo.estimators import compute_advantages
 from corrgrpo.estimators.registry import estimator_info
+from corrgrpo.estimators.stats import ZERO_VARIANCE_RTOL, negligible_spread
 from corrgrpo.integrations.trl.config import ALL_KEY, TOTAL_KEY
 from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 
@@ -98,8 +99,9 @@ def constant_groups(
 ) -> Tensor:
     """(B,) bool: groups whose ``key`` (a component name, ``"total"`` or ``"all"``) is constant.
 
-    Constancy is exact (max == min over the group's non-NaN values, as everywhere in corrgrpo);
-    a key that is NaN for the whole group counts as constant: it carries no signal either.
+    Constant means a spread within round-off, max - min <= ZERO_VARIANCE_RTOL * max |r| over the
+    group's non-NaN values, the estimators' zero-variance test (docs/math.md, Zero variance); a
+    key that is NaN for the whole group counts as constant: it carries no signal either.
     """
     dense = _dense(rewards, num_generations).to(torch.float64)
     if key == TOTAL_KEY:
@@ -113,7 +115,8 @@ def constant_groups(
     valid = ~torch.isnan(values)
     high = torch.where(valid, values, float("-inf")).amax(dim=1)
     low = torch.where(valid, values, float("inf")).amin(dim=1)
-    constant_per_column = (high <= low) | ~valid.any(dim=1)  # (B, columns)
+    flat = negligible_spread(high, low, ZERO_VARIANCE_RTOL)
+    constant_per_column = flat | ~valid.any(dim=1)  # (B, columns)
     return constant_per_column.all(dim=1)
 
 
