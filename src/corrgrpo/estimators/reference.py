@@ -12,7 +12,7 @@ complete; the others take no NaN.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -20,11 +20,22 @@ from torch import Tensor
 from corrgrpo.estimators.stats import ZERO_VARIANCE_RTOL
 
 
-def _groups(group_index: Tensor) -> list[Tensor]:
-    """Each group's sample positions, in order of group id (one sort, then a split)."""
+def _groups(group_index: Tensor, min_size: int = 1) -> list[Tensor]:
+    """Each group's sample positions, in order of group id (one sort, then a split); groups
+    of fewer than ``min_size`` samples are left out."""
     order = torch.argsort(group_index, stable=True)
     sizes = torch.unique_consecutive(group_index[order], return_counts=True)[1]
-    return list(torch.split(order, sizes.tolist()))
+    return [idx for idx in torch.split(order, sizes.tolist()) if len(idx) >= min_size]
+
+
+def _scorable_groups(r: Tensor, group_index: Tensor) -> Iterator[tuple[Tensor, Tensor]]:
+    """Each group's scorable samples and their rewards (:func:`_scorable`), for the groups
+    with two or more of them (a group of one gets advantage 0)."""
+    complete = not bool(torch.isnan(r).any())
+    for group in _groups(group_index):
+        idx, g = _scorable(r, group, complete)
+        if len(idx) >= 2:
+            yield idx, g
 
 
 def _scorable(r: Tensor, idx: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
@@ -67,11 +78,7 @@ def _corr(u: Tensor, constant: Tensor | None = None) -> Tensor:
 
 def loop_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
-    complete = not bool(torch.isnan(r).any())
-    for group in _groups(gi):
-        idx, g = _scorable(r, group, complete)
-        if len(idx) < 2:
-            continue
+    for idx, g in _scorable_groups(r, gi):
         tot = (g * w).sum(1)
         out[idx] = 0.0 if _constant(tot) else (tot - tot.mean()) / (tot.std() + eps)
     return out
@@ -79,11 +86,7 @@ def loop_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
 
 def loop_dr_grpo(r: Tensor, gi: Tensor, w: Tensor) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
-    complete = not bool(torch.isnan(r).any())
-    for group in _groups(gi):
-        idx, g = _scorable(r, group, complete)
-        if len(idx) < 2:
-            continue
+    for idx, g in _scorable_groups(r, gi):
         tot = (g * w).sum(1)
         out[idx] = 0.0 if _constant(tot) else tot - tot.mean()
     return out
@@ -91,11 +94,7 @@ def loop_dr_grpo(r: Tensor, gi: Tensor, w: Tensor) -> Tensor:
 
 def loop_corr_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
-    complete = not bool(torch.isnan(r).any())
-    for group in _groups(gi):
-        idx, g = _scorable(r, group, complete)
-        if len(idx) < 2:
-            continue
+    for idx, g in _scorable_groups(r, gi):
         u = g * w
         constant = _zero_var(u)
         # a zero-variance component is constant: its rounding is no part of the total
@@ -109,9 +108,7 @@ def loop_corr_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-6) -> Tenso
 
 def loop_mo_grpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-4) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
-    for idx in _groups(gi):
-        if len(idx) < 2:
-            continue
+    for idx in _groups(gi, min_size=2):
         out[idx] = (_z(r[idx], eps) * w).sum(1)
     return out
 
@@ -120,9 +117,7 @@ def _gdpo_scores(r: Tensor, gi: Tensor, w: Tensor, eps: float) -> tuple[Tensor, 
     s = torch.zeros(r.shape[0], dtype=torch.float64)
     terms = torch.zeros_like(r, dtype=torch.float64)
     keep = torch.zeros(r.shape[0], dtype=torch.bool)
-    for idx in _groups(gi):
-        if len(idx) < 2:
-            continue
+    for idx in _groups(gi, min_size=2):
         terms[idx] = _z(r[idx], eps) * w
         s[idx] = terms[idx].sum(1)
         keep[idx] = True
@@ -159,9 +154,7 @@ def _midrank_normal_scores(x: Tensor) -> Tensor:
 
 def loop_rdpo(r: Tensor, gi: Tensor, w: Tensor, eps: float = 1e-6) -> Tensor:
     out = torch.zeros(r.shape[0], dtype=torch.float64)
-    for idx in _groups(gi):
-        if len(idx) < 2:
-            continue
+    for idx in _groups(gi, min_size=2):
         g = r[idx]
         q = torch.stack([_midrank_normal_scores(g[:, j]) for j in range(g.shape[1])], 1)
         dev = (q - q.mean(0)) * (~_zero_var(g) & (w != 0))

@@ -61,7 +61,13 @@ def register_estimator(
     name: str, info: EstimatorInfo | None = None
 ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator registering ``fn`` under ``name`` (a name already taken raises), with the
-    facts adapters read from :func:`estimator_info`."""
+    facts adapters read from :func:`estimator_info`.
+
+    Every estimator spells out the same signature, ``(rewards, groups, weights, *, eps, ddof,
+    stats, ...its options)``, and so do the statistics helpers they share: repeated on
+    purpose, since each signature is that estimator's documented, type-checked interface and
+    the registry checks it here; a shared ``**kwargs`` would hide both.
+    """
     if not isinstance(name, str) or not name:
         raise TypeError(f"estimator name must be a non-empty string, got {name!r}")
 

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from corrgrpo.sandbox import _harness
+from corrgrpo.sandbox import _harness, protocol
 from corrgrpo.sandbox import _syscalls as sc
 from corrgrpo.sandbox._checker import CheckerServer
 from corrgrpo.sandbox._run_host import (
@@ -50,12 +50,6 @@ from corrgrpo.sandbox._run_process import RunContext, run_program, write_all
 from corrgrpo.sandbox.cgroups import WorkerCgroups
 from corrgrpo.sandbox.isolation import setup_worker_namespaces
 from corrgrpo.sandbox.protocol import (
-    FRAME_END,
-    FRAME_READY,
-    FRAME_RECORDS,
-    FRAME_STDERR,
-    FRAME_STDOUT,
-    FRAME_VERDICT,
     LENGTH,
     CheckerExit,
     KillReason,
@@ -152,7 +146,11 @@ class _Streams:
         else:
             out_r, err_r, res_r = fds
             self.result_fd = res_r
-            self.kinds = {out_r: FRAME_STDOUT, err_r: FRAME_STDERR, res_r: FRAME_RECORDS}
+            self.kinds = {
+                out_r: protocol.FRAME_STDOUT,
+                err_r: protocol.FRAME_STDERR,
+                res_r: protocol.FRAME_RECORDS,
+            }
             self.limits = {out_r: output_limit, err_r: output_limit, res_r: RESULT_CHANNEL_LIMIT}
         self.sent = dict.fromkeys(fds, 0)
         self.open_fds = set(fds)
@@ -292,7 +290,7 @@ class Worker:
                 self.chunk_used = 0
             summary["host_pid"] = self.start_idle_host()
             summary["checker_pid"] = self.checker.pid if self.checker is not None else None
-            self.send(FRAME_END, json.dumps(summary).encode())
+            self.send(protocol.FRAME_END, json.dumps(summary).encode())
 
     def start_idle_host(self) -> int | None:
         """Start a run host if the next run needs one and there is none; its pid.
@@ -345,7 +343,7 @@ class Worker:
         if checker is None or summary.get("killed") is not None or summary.get("harness_error"):
             self._stop_checker()
             return {"killed": True}
-        streams = _Streams((checker.verdict_fd,), VERDICT_LIMIT, FRAME_VERDICT)
+        streams = _Streams((checker.verdict_fd,), VERDICT_LIMIT, protocol.FRAME_VERDICT)
         expected: int | None = None  # the whole message's size, once its length was read
         poller = select.poll()
         for fd in (checker.verdict_fd, checker.pidfd):
@@ -749,7 +747,7 @@ def main(argv: list[str]) -> int:
         ready["host_pid"] = worker.start_idle_host()
     except Exception as error:
         ready["error"] = f"{type(error).__name__}: {error}"
-    worker.send(FRAME_READY, json.dumps(ready).encode())
+    worker.send(protocol.FRAME_READY, json.dumps(ready).encode())
     if "error" in ready:
         return 1
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from corrgrpo.domains.base import Task, get_task
 from corrgrpo.models.presets import RUN_MODEL_FOLDER
@@ -259,19 +259,23 @@ def _warm_start(
     return steps, losses
 
 
+class _Policy(NamedTuple):
+    """The model being trained, its tokenizer and the rows it is evaluated on."""
+
+    model: Any
+    tokenizer: Any
+    rows: list[dict[str, Any]]
+
+
 def _evaluator(
-    setup: _Setup,
-    model: Any,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    stop: StopRequest,
-    ui: tuple[Any, bool],
+    setup: _Setup, policy: _Policy, stop: StopRequest, ui: tuple[Any, bool]
 ) -> Callable[[str], dict[str, float]]:
-    """Per-component means of sampled completions on ``rows`` (same seed before and after),
-    with a progress bar over the prompts; a stop request ends it between batches."""
+    """Per-component means of sampled completions on the policy's rows (same seed before and
+    after), with a progress bar over the prompts; a stop request ends it between batches."""
     from corrgrpo.training.policy_eval import evaluate_policy
     from corrgrpo.utils.progress import progress_bar
 
+    model, tokenizer, rows = policy
     max_new = int(setup.config.max_completion_length or 256)
     console, progress = ui
     samples = setup.settings.eval_samples
@@ -425,15 +429,11 @@ def _interrupted(setup: _Setup, stop: StopRequest, kept: str) -> TrainingInterru
 
 
 def _warm_start_stage(
-    setup: _Setup,
-    model: Any,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    stop: StopRequest,
-    ui: tuple[Any, bool],
+    setup: _Setup, policy: _Policy, stop: StopRequest, ui: tuple[Any, bool]
 ) -> Stage:
     """The warm start, done or (in a comparison) loaded from a run of the same seed that did
     it, recorded as the run's first stage."""
+    model, tokenizer, rows = policy
     console, progress = ui
     stop.phase = "warm start"
     # one process only: under torchrun every process warm-starts its own copy, as before
@@ -473,23 +473,17 @@ def _warm_start_stage(
 
 
 def _before_training(
-    setup: _Setup,
-    model: Any,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    stop: StopRequest,
-    stage: Stage | None,
-    ui: tuple[Any, bool],
+    setup: _Setup, policy: _Policy, stop: StopRequest, stage: Stage | None, ui: tuple[Any, bool]
 ) -> RunState:
     """A fresh run's warm start and first evaluation, as the run state checkpoints keep; each
     is recorded as a stage when done, and a resumed run does not do it again."""
     if stage is None:
-        stage = _warm_start_stage(setup, model, tokenizer, rows, stop, ui)
+        stage = _warm_start_stage(setup, policy, stop, ui)
     state = stage.state
     if not state.start_evaluation_done:
         stop.phase = "evaluation"
         try:
-            start = _evaluator(setup, model, tokenizer, rows, stop, ui)("first evaluation")
+            start = _evaluator(setup, policy, stop, ui)("first evaluation")
         except PhaseStopped:
             raise _interrupted(
                 setup,
@@ -607,7 +601,7 @@ def _train_with_checkpoints(
     if checkpoint is None and stage is not None and stage.weights is not None:
         load_weights(model, stage.weights)  # the warm start, done before the stop
     if state is None or not state.start_evaluation_done:
-        state = _before_training(setup, model, tokenizer, rows, stop, stage, ui)
+        state = _before_training(setup, _Policy(model, tokenizer, rows), stop, stage, ui)
     if only:
         if setup.main:  # an empty log: no RL step, and the folder is not trained into again
             setup.run.metrics_path.touch()
@@ -769,7 +763,8 @@ def train(
         if not setup.main:
             return result
         ui = (console, progress)
-        result.end = _final_evaluation(setup, model, tokenizer, rows, stop, trained, ui)
+        policy = _Policy(model, tokenizer, rows)
+        result.end = _final_evaluation(setup, policy, stop, trained, ui)
         stop.phase = "finishing"
         _finish(setup, result, state, model, tokenizer, trained)
     result.command_seconds = time.monotonic() - wall_start
@@ -778,13 +773,7 @@ def train(
 
 
 def _final_evaluation(
-    setup: _Setup,
-    model: Any,
-    tokenizer: Any,
-    rows: list[dict[str, Any]],
-    stop: StopRequest,
-    trained: Stage | None,
-    ui: tuple[Any, bool],
+    setup: _Setup, policy: _Policy, stop: StopRequest, trained: Stage | None, ui: tuple[Any, bool]
 ) -> dict[str, float]:
     """The trained model's per-component means (a warm-start-only run repeats the first)."""
     if trained is None:  # warm start only: the model has not changed since the first evaluation
@@ -797,7 +786,7 @@ def _final_evaluation(
         raise _interrupted(setup, stop, f"after the last training step; {kept}")
     stop.phase = "evaluation"
     try:
-        return _evaluator(setup, model, tokenizer, rows, stop, ui)("final evaluation")
+        return _evaluator(setup, policy, stop, ui)("final evaluation")
     except PhaseStopped:
         raise _interrupted(setup, stop, f"during the final evaluation; {kept}") from None
 

@@ -209,6 +209,8 @@ def _guarded_sync(func: Callable[..., Any], checker: _Checker, retry: bool) -> C
     return guarded
 
 
+# _guarded_sync line for line with ``await``: TRL tells sync and async reward functions apart
+# and runs the latter on its event loop, so the wrapper must be of the same kind
 def _guarded_async(func: Callable[..., Any], checker: _Checker, retry: bool) -> Callable[..., Any]:
     @functools.wraps(func)
     async def guarded(**kwargs: Any) -> list[float]:
