@@ -56,8 +56,10 @@ optimizer state, the gradients, the weights (FSDP full sharding = stage 3), else
   ``2 G V 4`` for a step's logits; generation and the backward pass never overlap (the
   gradients are freed after every optimizer step), so the plan counts the larger one;
 - vLLM colocate: ``vllm_gpu_memory_utilization`` x the GPU's memory, held for the whole run
-  (its weights and key-value cache live in that share); vLLM server: nothing on the training
-  GPUs, one GPU of its own holding ``P 2 / tp`` weights plus its cache.
+  (its ``2 P / tp`` bytes of weights and its key-value cache live in that share, which must
+  hold the weights and one full-length sequence); vLLM server: nothing on the training GPUs,
+  a GPU of its own holding ``2 P / tp`` and the cache of one micro-batch of full-length
+  sequences, ``2 n_l kv 2 B L / tp`` (vLLM queues what does not fit at once).
 
 The verdict compares the sum with 90 % of ``--gpu-memory`` (the rest: the CUDA context, the
 allocator's fragmentation, NCCL buffers) and names what would bring the run under it.
@@ -252,7 +254,7 @@ class MemoryPlan:
         if usable is None:
             return None
         server_fits = self.vllm_server_gpu is None or self.vllm_server_gpu <= usable
-        return self.total <= usable and server_fits
+        return self.total <= usable and server_fits and not vllm_share_too_small(self.inputs)
 
     def rows(self) -> list[tuple[str, int | None]]:
         """(what, bytes per training GPU) in print order; ``None``: not part of this run."""
@@ -424,14 +426,31 @@ def _vllm_share(inputs: PlanInputs) -> int:
 
 def _vllm_server_bytes(inputs: PlanInputs) -> int | None:
     """A vLLM server's GPU: 16-bit weights split over its tensor-parallel GPUs, and the
-    key-value cache of one generation batch of every training process."""
+    key-value cache of one micro-batch of full-length sequences (vLLM queues the rest)."""
     if inputs.vllm_mode != "server":
         return None
+    return vllm_weight_bytes(inputs) + _vllm_cache_bytes(inputs)
+
+
+def vllm_weight_bytes(inputs: PlanInputs) -> int:
+    """vLLM's copy of the model: 16-bit weights over its tensor-parallel GPUs."""
+    return inputs.shape.parameters() * 2 // inputs.vllm_tensor_parallel
+
+
+def _vllm_cache_bytes(inputs: PlanInputs) -> int:
     shape = inputs.shape
-    weights = shape.parameters() * 2 // inputs.vllm_tensor_parallel
-    batch = inputs.generation_batch * inputs.training_processes
-    cache = 2 * shape.num_layers * shape.kv_size * 2 * batch * _tokens(inputs)
-    return weights + cache // inputs.vllm_tensor_parallel
+    cache = 2 * shape.num_layers * shape.kv_size * 2 * inputs.micro_batch * _tokens(inputs)
+    return cache // inputs.vllm_tensor_parallel
+
+
+def vllm_share_too_small(inputs: PlanInputs) -> bool:
+    """vLLM colocate: its share of the GPU must hold its weights and at least one full-length
+    sequence's cache."""
+    if inputs.vllm_mode != "colocate" or inputs.gpu_memory_gib is None:
+        return False
+    shape = inputs.shape
+    one_sequence = 2 * shape.num_layers * shape.kv_size * 2 * _tokens(inputs)
+    return vllm_weight_bytes(inputs) + one_sequence > _vllm_share(inputs)
 
 
 def advice(plan: MemoryPlan) -> list[str]:
@@ -476,7 +495,13 @@ def advice(plan: MemoryPlan) -> list[str]:
             f"the vLLM server needs {plan.vllm_server_gpu / GIB:.1f} GiB: give it more GPUs "
             "(vllm_tensor_parallel_size)"
         )
-    if inputs.vllm_mode == "colocate":
+    if vllm_share_too_small(inputs):
+        tips.append(
+            f"vllm_gpu_memory_utilization={inputs.vllm_memory_fraction} leaves vLLM less than its "
+            f"{vllm_weight_bytes(inputs) / GIB:.1f} GiB of weights and one sequence's cache: "
+            "raise it"
+        )
+    elif inputs.vllm_mode == "colocate":
         tips.append("lower vllm_gpu_memory_utilization, or run vLLM as a server on its own GPU")
     return tips
 
