@@ -1,3 +1,5 @@
 #!/usr/bin/env bash
 # Agents: Qwen2.5-7B-Instruct on AgentDojo, utility and security rewards (paper §5).
+# Tier: several nodes (verl on a Ray cluster: recipes/verl/ray_cluster.sh). Model sizes: 7B
+# and up; the one-node and one-GPU recipes are in recipes/one-node/ and recipes/one-gpu/.
 exec "$(dirname "${BASH_SOURCE[0]}")/train.sh" agent "$@"

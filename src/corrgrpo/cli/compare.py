@@ -88,6 +88,12 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         "option (learning_rate=1e-4,3e-4), a run setting, task.KEY or estimator.KEY; "
         "repeat for a grid (their product)",
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check every run's settings, print the shared settings and the memory plan of one "
+        "run (--gpus, --gpu-memory, --zero-stage) as JSON, exit",
+    )
     add_passthrough_argument(parser)
     parser.set_defaults(func=run)
 
@@ -517,6 +523,18 @@ def check_resume(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     return out_dir, plan
 
 
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: every run's settings checked; the shared settings, the number of runs
+    and the memory plan of one run (the runs of a comparison run one after another)."""
+    from corrgrpo.cli.train import dry_run_report, plan_overrides, print_dry_run
+    from corrgrpo.training.sweep import grid_settings
+
+    base, estimators, seeds, sweep = check_plan(args)
+    report = dry_run_report(base, hardware=plan_overrides(args))
+    report["runs"] = len(estimators) * len(seeds) * len(grid_settings(sweep))
+    return print_dry_run(report)
+
+
 def run(args: argparse.Namespace) -> int:
     from corrgrpo.cli.errors import require_extra
     from corrgrpo.cli.output import make_console, print_path
@@ -525,6 +543,8 @@ def run(args: argparse.Namespace) -> int:
     if args.report_only:
         print_path(console, "report: ", report_only(Path(args.report_only)))
         return 0
+    if args.dry_run:
+        return dry_run(args)
     require_extra("trl", "trl", "transformers", "accelerate", purpose="training")
     resume = check_resume(args) if args.resume else None  # before torch loads
     if resume is None:

@@ -36,6 +36,9 @@ _OWN_OPTIONS = {
     "threads",
     "resume",
     "strict_rewards",
+    "gpus",
+    "gpu_memory",
+    "zero_stage",
 }
 
 
@@ -106,6 +109,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="CPU threads for torch (default: the cores not busy when the run starts)",
     )
     add_checkpoint_arguments(parser)
+    add_plan_arguments(parser)
     parser.add_argument(
         "--set",
         dest="assignments",
@@ -142,6 +146,53 @@ def add_checkpoint_arguments(parser: argparse.ArgumentParser) -> None:
         help="stop at the first reward value that fails (default: NaN for that sample, stop "
         "above 10%% of a batch)",
     )
+
+
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    """The hardware the ``--dry-run`` memory plan checks the run against."""
+    parser.add_argument(
+        "--gpus", type=int, metavar="N", help="with --dry-run: plan memory for N GPUs (default 1)"
+    )
+    parser.add_argument(
+        "--gpu-memory",
+        type=float,
+        metavar="GIB",
+        help="with --dry-run: memory of one GPU in GiB (80 for an 80 GB card); the plan "
+        "then says whether the run fits and what to change if not",
+    )
+    parser.add_argument(
+        "--zero-stage",
+        type=int,
+        choices=(0, 1, 2, 3),
+        help="with --dry-run: plan for DeepSpeed ZeRO stage 0-3 (default: the recipe's "
+        "hardware section, else 0)",
+    )
+
+
+def plan_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The hardware flags as overrides of a recipe's ``hardware`` section."""
+    return {
+        "gpus": getattr(args, "gpus", None),
+        "gpu_memory_gib": getattr(args, "gpu_memory", None),
+        "zero_stage": getattr(args, "zero_stage", None),
+    }
+
+
+def memory_plan_report(
+    settings: Any, task: Any, overrides: dict[str, Any]
+) -> tuple[dict[str, Any], str | None, list[str]]:
+    """The memory plan (JSON-ready), its text and notes; without a model config to read and
+    no hardware flag given, no plan and a note (a flag makes that an error)."""
+    from corrgrpo.training.memory_plan import format_plan, plan_for_run
+
+    try:
+        plan, notes = plan_for_run(settings, task, overrides)
+    except ValueError as error:
+        asked = any(v is not None for v in overrides.values()) or settings.hardware
+        if asked:
+            raise
+        return {}, None, [f"no memory plan: {error}"]
+    return plan.to_dict(), format_plan(plan), notes
 
 
 def add_passthrough_argument(parser: argparse.ArgumentParser) -> None:
@@ -273,12 +324,16 @@ def resume_settings(args: argparse.Namespace) -> Any:
     return settings
 
 
-def dry_run_report(settings: Any, *, check_trainer: bool = False) -> dict[str, Any]:
-    """The resolved settings, checks and trainer options of a run; nothing is loaded.
+def dry_run_report(
+    settings: Any, *, check_trainer: bool = False, hardware: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The resolved settings, checks, trainer options and memory plan of a run; nothing is
+    loaded.
 
     Every check the run makes before it loads the model runs here too, TRL's own checks of the
     trainer options included where TRL is installed (importing it takes seconds);
     ``check_trainer`` prints TRL's complete config in place of the options corrgrpo sets.
+    ``hardware``: the ``--gpus``/``--gpu-memory``/``--zero-stage`` values for the memory plan.
     """
     from corrgrpo.training.preflight import check_settings
     from corrgrpo.training.settings import trainer_options, trainer_value, world_size
@@ -292,6 +347,8 @@ def dry_run_report(settings: Any, *, check_trainer: bool = False) -> dict[str, A
     )
     generations = trainer_value(options, "num_generations")
     config = trainer_config(settings, task, require=check_trainer)
+    plan, plan_text, plan_notes = memory_plan_report(settings, task, dict(hardware or {}))
+    notes.extend(plan_notes)
     if config is None:
         notes.append(
             "TRL is not installed here, so its own checks of the trainer options did not run; "
@@ -307,8 +364,33 @@ def dry_run_report(settings: Any, *, check_trainer: bool = False) -> dict[str, A
             "num_generations": generations,
         },
         "trainer": config if check_trainer and config is not None else options,
+        "memory_plan": plan,
+        "memory_plan_text": plan_text,
         "notes": notes,
     }
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: what the run (or ``--resume``) would do, and its memory plan."""
+    if args.resume is not None:
+        return print_dry_run(resume_report(resume_settings(args)))
+    report = dry_run_report(
+        resolve_settings(args), check_trainer=args.check_trainer, hardware=plan_overrides(args)
+    )
+    return print_dry_run(report)
+
+
+def print_dry_run(report: dict[str, Any]) -> int:
+    """The report as JSON on stdout, the memory plan's table on stderr; exit status 1 when
+    the plan says the run does not fit the GPUs."""
+    import sys
+
+    text = report.pop("memory_plan_text", None)
+    print(json.dumps(report, indent=2, sort_keys=True, default=str))
+    if text:
+        sys.stdout.flush()
+        print(text, file=sys.stderr)
+    return 1 if (report.get("memory_plan") or {}).get("fits") is False else 0
 
 
 def trainer_config(settings: Any, task: Any, *, require: bool) -> dict[str, Any] | None:
@@ -392,12 +474,7 @@ def run(args: argparse.Namespace) -> int:
 
     resume = args.resume is not None
     if args.dry_run:
-        if resume:
-            report = resume_report(resume_settings(args))
-        else:
-            report = dry_run_report(resolve_settings(args), check_trainer=args.check_trainer)
-        print(json.dumps(report, indent=2, sort_keys=True, default=str))
-        return 0
+        return dry_run(args)
     require_extra("trl", "trl", "transformers", "accelerate", purpose="training")
     from corrgrpo.training.preflight import check_settings
     from corrgrpo.utils.estimator_defaults import guard_in_force

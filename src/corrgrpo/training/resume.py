@@ -26,7 +26,7 @@ from corrgrpo.training.settings import RunSettings
 from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 
 #: run settings that may differ on resume: they change where or how fast, not what is computed
-_FREE_ON_RESUME = ("output_dir", "runs_root", "threads")
+_FREE_ON_RESUME = ("output_dir", "runs_root", "threads", "hardware")
 _NESTED = ("trainer", "task_options", "tiny_model", "estimator_options")
 
 

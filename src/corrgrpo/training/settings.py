@@ -93,6 +93,10 @@ class RunSettings:
     save_minutes: float | None = DEFAULT_SAVE_MINUTES
     #: whole checkpoints kept (the newest K); SIGTERM and Ctrl-C also save one
     keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS
+    #: the hardware a recipe is meant for (``tier``, ``model_sizes``, ``gpus``,
+    #: ``gpu_memory_gib``, ``zero_stage``, ``sharding``, ``accelerate_config``): what the
+    #: memory plan of ``--dry-run`` checks against; it changes nothing in the run itself
+    hardware: dict[str, Any] | None = None
     trainer: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

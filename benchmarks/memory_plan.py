@@ -1,0 +1,176 @@
+"""The memory plan against measured peak memory: GRPO steps on this CPU, side by side.
+
+Each case runs in a fresh process: ``corrgrpo.training.run.train`` on the toy task with no
+warm start, no evaluation and no saved model, two GRPO steps (the second runs with the
+optimizer state the first created, as every later step does), completions forced to their
+full length (``min_new_tokens``). Measured: the peak resident memory of the process
+(``ru_maxrss``) minus its resident memory just before ``train`` builds the model (torch, TRL
+and transformers imported). Planned: ``corrgrpo.training.memory_plan`` for the same settings,
+with the longest prompt of the task's rows in the tokenizer as the prompt length.
+
+    python benchmarks/memory_plan.py                         # tiny model and smollm2-135m
+    python benchmarks/memory_plan.py --models tiny --json memory.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+MIB = 1024**2
+#: (model, completions per device step, completion tokens); the tiny model gets a longer
+#: context so that the longer completions fit
+CASES: dict[str, list[tuple[int, int]]] = {
+    "tiny": [(64, 32), (256, 64), (512, 128)],
+    "smollm2-135m": [(8, 16), (16, 16), (16, 64), (32, 64)],
+}
+TINY_CONTEXT = 512
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _settings(model: str | None, batch: int, completion: int, folder: str) -> Any:
+    from corrgrpo.training.settings import apply_overrides, default_settings
+
+    settings = default_settings(model, task="toy")
+    trainer = {
+        "per_device_train_batch_size": batch,
+        "num_generations": 8,
+        "max_completion_length": completion,
+        "generation_kwargs": {"min_new_tokens": completion},
+        "max_steps": 2,
+    }
+    run = {
+        "warm_start_steps": 0,
+        "eval_prompts": 0,
+        "save_model": False,
+        "save_minutes": 0,
+        "threads": 1,
+        "output_dir": folder,
+        "trainer": trainer,
+    }
+    if model is None:
+        run["tiny_model"] = {"max_position_embeddings": TINY_CONTEXT}
+    return apply_overrides(settings, run)
+
+
+def _longest_prompt(settings: Any, task: Any) -> int:
+    """Tokens of the longest toy prompt in the model's tokenizer, chat template applied."""
+    from corrgrpo.training.run import load_model_and_tokenizer, prompt_length
+
+    _, tokenizer = load_model_and_tokenizer(settings, task)
+    return max(prompt_length(tokenizer, row["prompt"]) for row in task.rows("train"))
+
+
+def _warm_up_runtime() -> None:
+    """Import what a run imports and run one small forward/backward, before the baseline: the
+    libraries' own memory (and torch's CPU thread pools) is not the model's."""
+    import datasets  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401
+    import torch
+    import trl  # noqa: F401
+
+    import corrgrpo.integrations.trl  # noqa: F401
+    import corrgrpo.training.report  # noqa: F401
+
+    torch.set_num_threads(1)
+    layer = torch.nn.Linear(64, 64)
+    layer(torch.randn(8, 64)).sum().backward()
+
+
+def measure(model: str | None, batch: int, completion: int) -> dict[str, Any]:
+    """One case, in this process: planned and measured bytes."""
+    _warm_up_runtime()
+
+    from corrgrpo.training.memory_plan import plan_inputs, plan_memory, tiny_vocab_size
+    from corrgrpo.training.preflight import build_task
+    from corrgrpo.training.run import train
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = _settings(model, batch, completion, os.path.join(tmp, "run"))
+        task = build_task(settings)
+        prompt = _longest_prompt(settings, task)
+        import gc
+
+        gc.collect()
+        before = _rss_bytes()
+        train(settings, progress=False)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    planned_settings = settings.__class__(**{**settings.to_dict(), "max_prompt_length": prompt})
+    vocab = tiny_vocab_size(getattr(task, "alphabet", None))
+    inputs, _ = plan_inputs(planned_settings, vocab_size=vocab)
+    plan = plan_memory(inputs)
+    return {
+        "model": model or "tiny",
+        "batch": batch,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "planned": plan.total,
+        "measured": peak - before,
+        "parts": {name: value for name, value in plan.rows() if value is not None},
+    }
+
+
+def _run_case(model: str, batch: int, completion: int) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--one", model, str(batch), str(completion)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"case {model} {batch} {completion} failed:\n{done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--models", default=",".join(CASES), help="comma-separated: tiny,smollm2-135m"
+    )
+    parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument(
+        "--one", nargs=3, metavar=("MODEL", "BATCH", "COMPLETION"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args(argv)
+    if args.one:
+        model, batch, completion = args.one
+        row = measure(None if model == "tiny" else model, int(batch), int(completion))
+        print(json.dumps(row))
+        return 0
+    rows = []
+    for model in args.models.split(","):
+        if model != "tiny":  # convert a preset once, outside the measured processes
+            from corrgrpo.models.presets import resolve_model
+
+            resolve_model(model)
+    print(
+        f"{'model':<14}{'batch':>6}{'prompt':>8}{'compl.':>8}{'planned MiB':>13}{'measured MiB':>14}{'ratio':>7}"
+    )
+    for model in args.models.split(","):
+        for batch, completion in CASES[model]:
+            row = _run_case(model, batch, completion)
+            rows.append(row)
+            ratio = row["planned"] / row["measured"]
+            print(
+                f"{row['model']:<14}{batch:>6}{row['prompt_tokens']:>8}{completion:>8}"
+                f"{row['planned'] / MIB:>13.0f}{row['measured'] / MIB:>14.0f}{ratio:>7.2f}",
+                flush=True,
+            )
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(rows, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
