@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.training.lora import normalize_lora
 from corrgrpo.training.settings import RunSettings, gpu_available, warm_start_steps
+from corrgrpo.training.vllm import check_vllm
 
 
 @dataclass(frozen=True)
@@ -344,4 +346,16 @@ def check_settings(
         check_data()  # the task's data is there
     notes = check_preset_fits_task(settings) + check_warm_start(settings, task)
     check_precision(settings)
+    check_lora(settings)
+    notes += check_vllm(settings.trainer, dry_run=dry_run)
     return task, notes
+
+
+def check_lora(settings: RunSettings) -> None:
+    """The LoRA options are valid and peft, which makes the adapter, is installed."""
+    import importlib.util
+
+    if normalize_lora(settings.lora) is None:
+        return
+    if importlib.util.find_spec("peft") is None:
+        raise ValueError("--lora needs the peft package: pip install 'corrgrpo[trl]'")
