@@ -26,6 +26,10 @@ One command, one table, one JSON report; the exit status is non-zero when a chec
    (bfloat16 on an accelerator, float32 on the CPU): the loss is finite at every step, the
    corrgrpo metrics are logged, median step times are compared. Skipped, with a line saying so,
    when TRL is not importable, and in the CPU mode unless ``--trainer`` is given.
+5. The one-GPU path (``--one-gpu``): a LoRA GRPO step of the same tiny model (corrgrpo's LoRA
+   defaults, bfloat16 on an accelerator, float32 on the CPU) whose trainable weights must be
+   the adapter's only, then the same with generation by a colocated vLLM engine where vllm
+   imports (skipped with a line otherwise). On by default on an accelerator.
 
     python checks/gpu_check.py --output gpu_check.json              # CUDA, full sizes
     python checks/gpu_check.py --device cpu --output cpu_check.json # small sizes (CI)
@@ -48,7 +52,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import torch
@@ -451,9 +455,19 @@ def trl_missing() -> dict[str, Any] | None:
 
 
 def run_trainer(
-    estimator: str, model_dir: str, device: torch.device, steps: int, workdir: str
+    estimator: str,
+    model_dir: str,
+    device: torch.device,
+    steps: int,
+    workdir: str,
+    *,
+    lora: bool = False,
+    vllm: bool = False,
 ) -> dict[str, Any]:
-    """A few CorrGRPOTrainer steps; the loss at every step, corrgrpo metrics, step times."""
+    """A few CorrGRPOTrainer steps; the loss at every step, corrgrpo metrics, step times.
+
+    ``lora``: a LoRA adapter (corrgrpo's defaults for the tiny model) on frozen weights, as
+    ``corrgrpo train --lora`` trains; ``vllm``: generation by a colocated vLLM engine."""
     from datasets import Dataset  # type: ignore[import-untyped]
     from transformers import AutoTokenizer, PrinterCallback
 
@@ -479,13 +493,23 @@ def run_trainer(
         disable_tqdm=True,
         seed=0,
         model_init_kwargs={"dtype": "float32" if on_cpu else "bfloat16"},
+        **({"use_vllm": True, "vllm_mode": "colocate"} if vllm else {}),
     )
+    extra: dict[str, Any] = {}
+    if lora:
+        from transformers import AutoConfig
+
+        from corrgrpo.training.lora import lora_config
+
+        model_config = SimpleNamespace(config=AutoConfig.from_pretrained(model_dir))
+        extra["peft_config"] = lora_config({}, model_config, tiny=True)
     trainer = CorrGRPOTrainer(
         model=model_dir,
         reward_funcs=rewards[:2],
         args=config,
         train_dataset=Dataset.from_dict({"prompt": [f"{i}*{i + 3}=" for i in range(64)]}),
         processing_class=AutoTokenizer.from_pretrained(model_dir),
+        **extra,
     )
     trainer.remove_callback(PrinterCallback)
     start = time.perf_counter()
@@ -493,6 +517,9 @@ def run_trainer(
     summary = summarise_run(trainer.state.log_history, steps)
     param = next(trainer.model_wrapped.parameters())
     summary["ok"] = summary["ok"] and param.device.type == device.type
+    if lora:
+        summary.update(adapter_summary(trainer.model))
+        summary["ok"] = summary["ok"] and summary["adapter_ok"]
     return {
         "estimator": estimator,
         "wall_s": time.perf_counter() - start,
@@ -500,6 +527,63 @@ def run_trainer(
         "param_device": str(param.device),
         **summary,
     }
+
+
+def adapter_summary(model: Any) -> dict[str, Any]:
+    """Trainable and total weights of a LoRA-wrapped model, and how far its B matrices (zero
+    at the start) moved; ok when only adapter weights, a small part of all, are trainable."""
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    total = sum(p.numel() for p in model.parameters())
+    count = sum(p.numel() for _, p in trainable)
+    moved = max((float(p.detach().abs().max()) for n, p in trainable if "lora_B" in n), default=0.0)
+    return {
+        "trainable_params": count,
+        "total_params": total,
+        "lora_b_max_abs": moved,
+        "adapter_ok": bool(trainable)
+        and all("lora_" in n for n, _ in trainable)
+        and 0 < count < total,
+    }
+
+
+def check_one_gpu(device: torch.device, steps: int) -> dict[str, Any]:
+    """The path of a user with one GPU: a LoRA GRPO step (bf16 on an accelerator, float32 on
+    a CPU), and the same with a colocated vLLM engine where vllm imports (else a skip line)."""
+    missing = trl_missing()
+    if missing is None and importlib.util.find_spec("peft") is None:
+        missing = {"skipped": "peft is not importable here", "ok": True}
+    if missing is not None:
+        return {**missing, "lora": None, "vllm": None}
+    from transformers.utils import logging as hf_logging
+
+    from corrgrpo.models import save_tiny_model_and_tokenizer
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    workdir = tempfile.mkdtemp(prefix="corrgrpo-gpu-check-")
+    model_dir = save_tiny_model_and_tokenizer(os.path.join(workdir, "model"), hidden_size=64)
+    report: dict[str, Any] = {"skipped": None}
+    report["lora"] = _guarded_run(model_dir, device, steps, workdir, vllm=False)
+    if importlib.util.find_spec("vllm") is None:
+        report["vllm"] = {"skipped": "vllm is not importable here", "ok": True}
+    elif device.type != "cuda":
+        report["vllm"] = {"skipped": "vLLM needs a CUDA device", "ok": True}
+    else:
+        report["vllm"] = _guarded_run(model_dir, device, steps, workdir, vllm=True)
+    report["ok"] = report["lora"]["ok"] and report["vllm"]["ok"]
+    return report
+
+
+def _guarded_run(
+    model_dir: str, device: torch.device, steps: int, workdir: str, *, vllm: bool
+) -> dict[str, Any]:
+    name = "lora-vllm" if vllm else "lora"
+    try:
+        return run_trainer(
+            "corr_grpo", model_dir, device, steps, os.path.join(workdir, name), lora=True, vllm=vllm
+        )
+    except Exception as err:  # reported with the rest instead of losing the whole report
+        return {"estimator": "corr_grpo", "steps": steps, "ok": False, "error": error_text(err)}
 
 
 def summarise_run(log_history: list[dict[str, Any]], steps: int) -> dict[str, Any]:
@@ -617,6 +701,31 @@ def table_rows(report: dict[str, Any]) -> list[tuple[str, dict[str, str], str]]:
                 f"{trainer['step_time_ratio']:.2f}x",
             )
         )
+    rows += one_gpu_rows(report["one_gpu"])
+    return rows
+
+
+def one_gpu_rows(one_gpu: dict[str, Any]) -> list[tuple[str, dict[str, str], str]]:
+    """The LoRA and vLLM rows: step time and trainable weights, or why they were skipped."""
+    if one_gpu["skipped"]:
+        return [("one-GPU path", {}, f"skipped: {one_gpu['skipped']}")]
+    rows: list[tuple[str, dict[str, str], str]] = []
+    for name, label in (("lora", "LoRA step"), ("vllm", "LoRA + vLLM colocate")):
+        run = one_gpu[name]
+        if run.get("skipped"):
+            rows.append((label, {}, f"skipped: {run['skipped']}"))
+        elif "error" in run:
+            rows.append((label, {}, f"ERROR: {run['error']}"))
+        else:
+            status = "" if run["ok"] else " FAIL"
+            rows.append(
+                (
+                    f"{label} ({run['param_dtype'].removeprefix('torch.')})",
+                    {},
+                    f"{run['median_step_s']:.3f}s/step, {run['trainable_params']} of "
+                    f"{run['total_params']} weights trained{status}",
+                )
+            )
     return rows
 
 
@@ -670,6 +779,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="run the trainer check (default: on an accelerator yes, on cpu no: "
         "there it costs about half a minute)",
     )
+    ap.add_argument(
+        "--one-gpu",
+        action=argparse.BooleanOptionalAction,
+        help="run a LoRA GRPO step (and one with vLLM colocate where vllm imports), the path of "
+        "a one-GPU user (default: on an accelerator yes, on cpu no)",
+    )
     ap.add_argument("--case-groups", type=int, help="groups in the correctness inputs")
     ap.add_argument("--case-group-size", type=int, help="mean group size of those inputs")
     ap.add_argument("--case-components", type=int, help="components of those inputs")
@@ -688,6 +803,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             setattr(args, name, defaults[key])
     if args.trainer is None:
         args.trainer = args.device != "cpu"
+    if args.one_gpu is None:
+        args.one_gpu = args.device != "cpu"
     if args.repeats < 1 or args.warmup < 0 or args.trainer_steps < 1:
         ap.error("--repeats and --trainer-steps must be >= 1 and --warmup >= 0")
     unknown = sorted(set(args.estimators or ()) - set(corrgrpo.list_estimators()))
@@ -724,7 +841,7 @@ def environment(device: torch.device) -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "cpu_threads": torch.get_num_threads(),
     }
-    for package in ("transformers", "accelerate", "trl", "datasets", "pyarrow"):
+    for package in ("transformers", "accelerate", "trl", "datasets", "pyarrow", "peft", "vllm"):
         try:
             env[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
@@ -762,6 +879,16 @@ def run_checks(args: argparse.Namespace, device: torch.device) -> dict[str, Any]
         if args.trainer
         else {"skipped": "not asked for (--trainer runs it)", "ok": True, "runs": {}}
     )
+    report["one_gpu"] = (
+        check_one_gpu(device, args.trainer_steps)
+        if args.one_gpu
+        else {
+            "skipped": "not asked for (--one-gpu runs it)",
+            "ok": True,
+            "lora": None,
+            "vllm": None,
+        }
+    )
     report["failures"] = list_failures(report)
     report["ok"] = not report["failures"]
     report["seconds"] = time.perf_counter() - started
@@ -793,6 +920,13 @@ def list_failures(report: dict[str, Any]) -> list[str]:
         for est, run in report["trainer"]["runs"].items()
         if not run["ok"]
     ]
+    one_gpu = report["one_gpu"]
+    if "error" in one_gpu:
+        failures.append(f"one-GPU path: {one_gpu['error']}")
+    for name in ("lora", "vllm"):
+        run = one_gpu.get(name)
+        if run is not None and not run["ok"]:
+            failures.append(f"one-GPU path, {name}: " + run.get("error", f"{run}"))
     return failures
 
 

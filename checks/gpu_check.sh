@@ -7,8 +7,9 @@
 # DIR defaults to .gpu-wheels (ignored by git). OPTIONS go to gpu_check.py (e.g. --output
 # report.json, --device cuda:1). The wheels are what a PyTorch image with transformers and
 # accelerate (Python 3.12, x86-64) lacks for CorrGRPOTrainer: TRL, datasets and datasets'
-# small pure-Python dependencies, and pyarrow (datasets 5.2 needs >= 24; 26.0.1 is the version
-# tested). `run` installs
+# small pure-Python dependencies, pyarrow (datasets 5.2 needs >= 24; 26.0.1 is the version
+# tested) and peft (the LoRA step). vLLM is not fetched (a large, CUDA-specific wheel): the
+# vLLM colocate step runs where the image has it and is skipped with a line otherwise. `run` installs
 # them into a private folder put first on PYTHONPATH, leaving the image's packages untouched;
 # without any wheels the trainer row says it was skipped and everything else still runs.
 set -euo pipefail
@@ -20,6 +21,7 @@ WHEELS=(
   multiprocess==0.70.19
   fsspec==2026.9.0
   pyarrow==26.0.1
+  peft==0.21.2
 )
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"

