@@ -546,6 +546,30 @@ def adapter_summary(model: Any) -> dict[str, Any]:
     }
 
 
+def _quiet_transformers(check: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """``check`` with transformers' warnings and progress bars off, and both as they were
+    afterwards (the checks also run inside a test process)."""
+
+    @functools.wraps(check)
+    def quiet(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        if importlib.util.find_spec("transformers") is None:
+            return check(*args, **kwargs)
+        from transformers.utils import logging as hf_logging
+
+        verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            return check(*args, **kwargs)
+        finally:
+            hf_logging.set_verbosity(verbosity)
+            if bars:
+                hf_logging.enable_progress_bar()
+
+    return quiet
+
+
+@_quiet_transformers
 def check_one_gpu(device: torch.device, steps: int) -> dict[str, Any]:
     """The path of a user with one GPU: a LoRA GRPO step (bf16 on an accelerator, float32 on
     a CPU), and the same with a colocated vLLM engine where vllm imports (else a skip line)."""
@@ -554,12 +578,8 @@ def check_one_gpu(device: torch.device, steps: int) -> dict[str, Any]:
         missing = {"skipped": "peft is not importable here", "ok": True}
     if missing is not None:
         return {**missing, "lora": None, "vllm": None}
-    from transformers.utils import logging as hf_logging
-
     from corrgrpo.models import save_tiny_model_and_tokenizer
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
     workdir = tempfile.mkdtemp(prefix="corrgrpo-gpu-check-")
     model_dir = save_tiny_model_and_tokenizer(os.path.join(workdir, "model"), hidden_size=64)
     report: dict[str, Any] = {"skipped": None}
@@ -604,17 +624,14 @@ def summarise_run(log_history: list[dict[str, Any]], steps: int) -> dict[str, An
     }
 
 
+@_quiet_transformers
 def check_trainer(device: torch.device, steps: int) -> dict[str, Any]:
     """corr_grpo and grpo through CorrGRPOTrainer on the same tiny model, side by side."""
     missing = trl_missing()
     if missing is not None:
         return missing
-    from transformers.utils import logging as hf_logging
-
     from corrgrpo.models import save_tiny_model_and_tokenizer
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
     workdir = tempfile.mkdtemp(prefix="corrgrpo-gpu-check-")
     model_dir = save_tiny_model_and_tokenizer(os.path.join(workdir, "model"), hidden_size=64)
     runs: dict[str, dict[str, Any]] = {}
