@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from corrgrpo.training.stage import link_tree, replace_folder
 
 WARM_START_DIR = "warm-start"
 _INFO_FILE = "warm_start.json"
@@ -48,21 +49,7 @@ class KeptWarmStart:
     def copy_weights(self, target: Path) -> Path:
         """The weights into ``target`` (a run's own stage folder, so that the run resumes
         without the comparison's copy): hard links where the file system allows them."""
-        partial = target.with_name(target.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(self.weights, partial, copy_function=_link_or_copy)
-        if target.exists():
-            shutil.rmtree(target)
-        partial.rename(target)
-        return target
-
-
-def _link_or_copy(source: str, target: str) -> None:
-    # the files are never written in place (a new folder replaces an old one), so a link is safe
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
+        return replace_folder(target, lambda partial: link_tree(self.weights, partial))
 
 
 def warm_start_key(settings: Any) -> dict[str, Any]:
@@ -97,17 +84,14 @@ class SharedWarmStarts:
     def keep(self, settings: Any, weights: Path, steps: int, losses: list[float]) -> Path:
         """Keep a finished warm start (``weights``: the folder the run wrote) for the other
         runs of its seed; returns the entry."""
-        path = self.entry(settings)
-        partial = path.with_name(path.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        shutil.copytree(weights, partial / _MODEL_DIR, copy_function=_link_or_copy)
         info = {"settings": warm_start_key(settings), "steps": steps, "losses": losses}
-        (partial / _INFO_FILE).write_text(json.dumps(info, indent=1, default=str) + "\n")
-        if path.exists():
-            shutil.rmtree(path)
-        partial.rename(path)
-        return path
+
+        def fill(partial: Path) -> None:
+            partial.mkdir(parents=True)
+            link_tree(weights, partial / _MODEL_DIR)
+            (partial / _INFO_FILE).write_text(json.dumps(info, indent=1, default=str) + "\n")
+
+        return replace_folder(self.entry(settings), fill)
 
     def keep_only(self, needed: Iterable[Any]) -> None:
         """Remove the entries that none of the ``needed`` runs' settings would load (the

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,17 +89,33 @@ def write_weights(target: Path, model: Any, tokenizer: Any, *, base: Path | None
     """``save_pretrained`` of ``model`` and ``tokenizer`` into ``target``, whole or not at all
     (a temporary folder beside it, renamed into place); ``base``: a folder of base weights put
     into ``target/base`` (a LoRA adapter's, linked where the file system allows)."""
+
+    def fill(partial: Path) -> None:
+        partial.mkdir(parents=True)
+        model.save_pretrained(str(partial), safe_serialization=True)
+        tokenizer.save_pretrained(str(partial))
+        if base is not None and base.is_dir():
+            link_tree(base, partial / "base")
+
+    return replace_folder(target, fill)
+
+
+def replace_folder(target: Path, fill: Callable[[Path], None]) -> Path:
+    """``target`` written whole or not at all: ``fill`` writes a temporary folder beside it,
+    which then replaces it."""
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    model.save_pretrained(str(partial), safe_serialization=True)
-    tokenizer.save_pretrained(str(partial))
-    if base is not None and base.is_dir():
-        shutil.copytree(base, partial / "base", copy_function=_link_or_copy)
+    fill(partial)
     if target.exists():
         shutil.rmtree(target)
     partial.rename(target)
     return target
+
+
+def link_tree(source: Path, target: Path) -> None:
+    """A copy of the folder ``source`` as ``target``, hard links where the file system allows
+    them: weights are never written in place (a new folder replaces an old one)."""
+    shutil.copytree(source, target, copy_function=_link_or_copy)
 
 
 def _link_or_copy(source: str, target: str) -> None:

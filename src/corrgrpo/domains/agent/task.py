@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -23,38 +24,32 @@ def case_rows(cases: Sequence[AgentCase]) -> list[dict[str, Any]]:
 
 
 @register_task("agent")
+@dataclass(kw_only=True, eq=False)
 class AgentTask(Task):
     """AgentDojo utility vs security (R_util, R_sec), 1,995 cases by default.
 
     Training needs multi-turn rollouts: pass :meth:`trainer_kwargs` to the GRPO trainer.
     """
 
-    name = "agent"
+    name = "agent"  # (no annotation: a class attribute, not a field)
 
-    def __init__(
-        self,
-        *,
-        suites: Sequence[str] | None = None,
-        attacks: Sequence[str] = DEFAULT_ATTACKS,
-        benchmark_version: str = DEFAULT_BENCHMARK_VERSION,
-        include_clean: bool = True,
-        max_cases: int | None = None,
-        max_turns: int = DEFAULT_MAX_TURNS,
-        max_tool_chars: int = DEFAULT_MAX_TOOL_CHARS,
-        max_new_tokens: int = 256,
-    ) -> None:
-        if max_cases is not None and max_cases < 1:
-            raise ValueError(f"max_cases must be positive, got {max_cases}")
+    suites: Sequence[str] | str | None = None
+    attacks: Sequence[str] = DEFAULT_ATTACKS
+    benchmark_version: str = DEFAULT_BENCHMARK_VERSION
+    include_clean: bool = True
+    max_cases: int | None = None
+    max_turns: int = DEFAULT_MAX_TURNS
+    max_tool_chars: int = DEFAULT_MAX_TOOL_CHARS
+    max_new_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        if self.max_cases is not None and self.max_cases < 1:
+            raise ValueError(f"max_cases must be positive, got {self.max_cases}")
+        suites = self.suites
         if isinstance(suites, str):  # --task-option suites=banking,slack
             suites = [s.strip() for s in suites.split(",") if s.strip()]
         self.suites = list(suites) if suites else None
-        self.attacks = tuple(attacks)
-        self.benchmark_version = benchmark_version
-        self.include_clean = include_clean
-        self.max_cases = max_cases
-        self.max_turns = max_turns
-        self.max_tool_chars = max_tool_chars
-        self.max_new_tokens = max_new_tokens
+        self.attacks = tuple(self.attacks)
 
     def cases(self, split: str = "train") -> list[AgentCase]:
         """The split's cases; with ``max_cases`` only those are built (not all 1,995)."""
