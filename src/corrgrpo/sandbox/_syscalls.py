@@ -34,39 +34,35 @@ MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
 MOUNT_ATTR_NODEV = 0x4
 
-# (audit arch, {name: number}) from the kernel's syscall tables: the calls this module makes
-# by number and the ones the seccomp filter denies
-_SYSCALL_TABLES: dict[str, tuple[int, dict[str, int]]] = {
-    "x86_64": (0xC000003E, {
-        "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "keyctl": 250,
-        "add_key": 248, "request_key": 249, "bpf": 321, "perf_event_open": 298,
-        "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "mount": 165, "umount2": 166, "pivot_root": 155,
-        "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428, "move_mount": 429,
-        "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
-        "open_by_handle_at": 304, "name_to_handle_at": 303, "kexec_load": 246,
-        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
-        "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "syslog": 103,
-        "quotactl": 179, "vhangup": 153, "sethostname": 170, "setdomainname": 171,
-        "settimeofday": 164, "clock_settime": 227, "adjtimex": 159, "clock_adjtime": 305,
-        "clone": 56, "clone3": 435, "shmget": 29, "semget": 64, "msgget": 68,
-    }),
-    "aarch64": (0xC00000B7, {
-        "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "keyctl": 219,
-        "add_key": 217, "request_key": 218, "bpf": 280, "perf_event_open": 241,
-        "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
-        "unshare": 97, "setns": 268, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-        "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
-        "open_by_handle_at": 265, "name_to_handle_at": 264, "kexec_load": 104,
-        "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
-        "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89, "syslog": 116,
-        "quotactl": 60, "vhangup": 58, "sethostname": 161, "setdomainname": 162,
-        "settimeofday": 170, "clock_settime": 112, "adjtimex": 171, "clock_adjtime": 266,
-        "clone": 220, "clone3": 435, "shmget": 194, "semget": 190, "msgget": 186,
-    }),
+# {name: (x86_64 number, aarch64 number)} from the kernel's syscall tables: the calls this
+# module makes by number and the ones the seccomp filter denies (one row a call, so that no
+# architecture misses one)
+_SYSCALL_NUMBERS: dict[str, tuple[int, int]] = {
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218), "bpf": (321, 280),
+    "perf_event_open": (298, 241), "userfaultfd": (323, 282), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "mount": (165, 40),
+    "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51), "unshare": (272, 97),
+    "setns": (308, 268), "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430),
+    "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
+    "mount_setattr": (442, 442), "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264),
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105),
+    "finit_module": (313, 273), "delete_module": (176, 106), "reboot": (169, 142),
+    "swapon": (167, 224), "swapoff": (168, 225), "acct": (163, 89), "syslog": (103, 116),
+    "quotactl": (179, 60), "vhangup": (153, 58), "sethostname": (170, 161),
+    "setdomainname": (171, 162), "settimeofday": (164, 170), "clock_settime": (227, 112),
+    "adjtimex": (159, 171), "clock_adjtime": (305, 266), "clone": (56, 220), "clone3": (435, 435),
+    "shmget": (29, 194), "semget": (64, 190), "msgget": (68, 186),
 }  # fmt: skip
-_SYSCALL_TABLES["arm64"] = _SYSCALL_TABLES["aarch64"]
+# (audit arch, {name: number}) per machine name
+_SYSCALL_TABLES: dict[str, tuple[int, dict[str, int]]] = {
+    machine: (audit_arch, {name: numbers[column] for name, numbers in _SYSCALL_NUMBERS.items()})
+    for machine, audit_arch, column in (
+        ("x86_64", 0xC000003E, 0),
+        ("aarch64", 0xC00000B7, 1),
+        ("arm64", 0xC00000B7, 1),
+    )
+}
 _SYSCALLS = _SYSCALL_TABLES.get(platform.machine(), (0, {}))[1]
 
 _SYS_MOUNT_SETATTR = _SYSCALLS.get("mount_setattr")

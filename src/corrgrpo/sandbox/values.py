@@ -24,7 +24,7 @@ to allow a tolerance.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MAX_DEPTH = 100
@@ -141,23 +141,45 @@ def _encode_linked_list(head: Any, budget: _Budget) -> Any:
 def _encode_binary_tree(root: Any, budget: _Budget) -> Any:
     if root is None:
         return {"t": "binary_tree", "v": []}
+
+    def visit(node: Any) -> tuple[Any, Any, Any]:
+        if not hasattr(node, "val"):
+            raise _NotATree
+        return _node_value(node, budget), getattr(node, "left", None), getattr(node, "right", None)
+
+    try:
+        return {"t": "binary_tree", "v": _breadth_first_values(root, visit, limit=MAX_NODES)}
+    except _NotATree:
+        return _opaque(root, "not_a_tree")
+
+
+class _NotATree(Exception):
+    """A node without ``val``, or more nodes than :data:`MAX_NODES`."""
+
+
+def _breadth_first_values(
+    root: Any, visit: Callable[[Any], tuple[Any, Any, Any]], *, limit: int | None = None
+) -> list[Any]:
+    """LeetCode's level order of the binary tree at ``root``: values breadth first, None for a
+    missing child, trailing Nones dropped. ``visit(node)`` gives (value, left, right); more
+    than ``limit`` nodes queued raises :class:`_NotATree`."""
     values: list[Any] = []
     queue = [root]
-    position = 0
-    while position < len(queue):
-        node = queue[position]
-        position += 1
+    head = 0
+    while head < len(queue):
+        node = queue[head]
+        head += 1
         if node is None:
             values.append(None)
             continue
-        if not hasattr(node, "val") or len(queue) > MAX_NODES:
-            return _opaque(root, "not_a_tree")
-        values.append(_node_value(node, budget))
-        queue.append(getattr(node, "left", None))
-        queue.append(getattr(node, "right", None))
+        if limit is not None and len(queue) > limit:
+            raise _NotATree
+        value, left, right = visit(node)
+        values.append(value)
+        queue += (left, right)
     while values and values[-1] is None:
         values.pop()
-    return {"t": "binary_tree", "v": values}
+    return values
 
 
 class Opaque:
@@ -301,20 +323,9 @@ def canonical_tree(level_order: list[Any]) -> BinaryTreeValue:
                 node[side] = len(nodes) - 1
                 queue.append(len(nodes) - 1)
             index += 1
-    values: list[Any] = []
-    order: list[int | None] = [0]
-    head = 0
-    while head < len(order):
-        position = order[head]
-        head += 1
-        if position is None:
-            values.append(None)
-            continue
-        values.append(nodes[position][0])
-        order.extend([nodes[position][1], nodes[position][2]])
-    while values and values[-1] is None:
-        values.pop()
-    return BinaryTreeValue(values)
+    return BinaryTreeValue(
+        _breadth_first_values(0, lambda at: (nodes[at][0], nodes[at][1], nodes[at][2]))
+    )
 
 
 def values_equal(actual: Any, expected: Any, *, rel_tol: float = 0.0, abs_tol: float = 0.0) -> bool:
