@@ -29,6 +29,13 @@ BOS_TOKEN = "<s>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 SPECIAL_TOKENS: tuple[str, ...] = (PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, IM_START, IM_END)
+#: the role transformers gives each special token (the end of a turn ends a generation)
+SPECIAL_TOKEN_ROLES = {
+    "pad_token": PAD_TOKEN,
+    "unk_token": UNK_TOKEN,
+    "bos_token": BOS_TOKEN,
+    "eos_token": IM_END,
+}
 
 # ChatML-style template; the end-of-turn marker doubles as EOS so generation stops after a turn.
 # The {% generation %} markers let SFT trainers compute an assistant-only loss mask. Tool calls
@@ -78,12 +85,7 @@ def build_tiny_tokenizer(alphabet: str = DEFAULT_ALPHABET) -> PreTrainedTokenize
     backend.add_special_tokens(list(SPECIAL_TOKENS))
 
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token=PAD_TOKEN,
-        unk_token=UNK_TOKEN,
-        bos_token=BOS_TOKEN,
-        eos_token=IM_END,
-        model_max_length=4096,
+        tokenizer_object=backend, model_max_length=4096, **SPECIAL_TOKEN_ROLES
     )
     tokenizer.chat_template = TINY_CHAT_TEMPLATE
     return tokenizer
