@@ -3,10 +3,19 @@
 Each case runs in a fresh process: ``corrgrpo.training.run.train`` on the toy task with no
 warm start, no evaluation and no saved model, two GRPO steps (the second runs with the
 optimizer state the first created, as every later step does), completions forced to their
-full length (``min_new_tokens``). Measured: the peak resident memory of the process
-(``ru_maxrss``) minus its resident memory just before ``train`` builds the model (torch, TRL
-and transformers imported). Planned: ``corrgrpo.training.memory_plan`` for the same settings,
-with the longest prompt of the task's rows in the tokenizer as the prompt length.
+full length (``min_new_tokens``). Planned: ``corrgrpo.training.memory_plan`` for the same
+settings, with the longest prompt of the task's rows in the tokenizer as the prompt length.
+
+Measured: the peak resident memory of the process during the run (``VmHWM``, reset just
+before it) minus its resident memory just before ``train`` builds the model. The plan is the
+memory a training process holds for its model, optimizer and batches; a process also holds,
+once, what the first run in it loads and never gives back, which a CPU measurement would
+otherwise add to the smallest cases: the modules the trainer imports on first use (PEFT and
+wandb through TRL's trainer, with requests, pydantic and protobuf: about 40 MiB), the pages of
+torch's shared libraries that the first generation and backward pass read in (about 15 MiB)
+and the plotting backend. So before the baseline the process does one small run of the tiny
+model (two steps of 8 completions of 8 tokens) and gives the memory that run freed back to
+the system (``malloc_trim``), so that what the measured run reuses counts again.
 
     python benchmarks/memory_plan.py                         # tiny model and smollm2-135m
     python benchmarks/memory_plan.py --models tiny --json memory.json
@@ -15,9 +24,10 @@ with the longest prompt of the task's rows in the tokenizer as the prompt length
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,9 +47,46 @@ CASES: dict[str, list[tuple[int, int]]] = {
 TINY_CONTEXT = 512
 
 
+#: the warm-up run before the baseline: (completions per device step, completion tokens)
+WARM_UP_CASE = (8, 8)
+
+
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak_rss_bytes() -> int:
+    """The process's resident high-water mark since :func:`_reset_peak_rss` (``VmHWM``)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/self/status has no VmHWM line: the benchmark needs Linux")
+
+
+def _reset_peak_rss() -> None:
+    """Start the high-water mark again from the current resident memory (Linux 4.0 and later:
+    ``5`` written to ``/proc/self/clear_refs``), so the warm-up run's peak is not counted."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+    except OSError as error:
+        raise RuntimeError(
+            f"cannot reset the peak resident memory through /proc/self/clear_refs ({error}); "
+            "the benchmark needs Linux 4.0 or later"
+        ) from None
+
+
+def _release_freed_memory() -> None:
+    """Hand the memory that Python objects and tensors freed back to the system (glibc's
+    ``malloc_trim``; nothing elsewhere), so that reusing it counts as new resident memory."""
+    gc.collect()
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    libc.malloc_trim(0)
 
 
 def _settings(model: str | None, batch: int, completion: int, folder: str) -> Any:
@@ -91,6 +138,14 @@ def _warm_up_runtime() -> None:
     layer(torch.randn(8, 64)).sum().backward()
 
 
+def _warm_up_run(folder: str) -> None:
+    """One small run of the tiny model: the modules the trainer imports on first use, the
+    library pages the first generation, backward pass, optimizer step and plot read in."""
+    from corrgrpo.training.run import train
+
+    train(_settings(None, *WARM_UP_CASE, folder), progress=False)
+
+
 def measure(model: str | None, batch: int, completion: int) -> dict[str, Any]:
     """One case, in this process: planned and measured bytes."""
     _warm_up_runtime()
@@ -100,15 +155,15 @@ def measure(model: str | None, batch: int, completion: int) -> dict[str, Any]:
     from corrgrpo.training.run import train
 
     with tempfile.TemporaryDirectory() as tmp:
+        _warm_up_run(os.path.join(tmp, "warm-up"))
         settings = _settings(model, batch, completion, os.path.join(tmp, "run"))
         task = build_task(settings)
         prompt = _longest_prompt(settings, task)
-        import gc
-
-        gc.collect()
+        _release_freed_memory()
         before = _rss_bytes()
+        _reset_peak_rss()
         train(settings, progress=False)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        peak = _peak_rss_bytes()
     planned_settings = settings.__class__(**{**settings.to_dict(), "max_prompt_length": prompt})
     vocab = tiny_vocab_size(getattr(task, "alphabet", None))
     inputs, _ = plan_inputs(planned_settings, vocab_size=vocab)
