@@ -15,17 +15,12 @@ import pytest
 
 pytest.importorskip("trl")
 
+from run_comparison import COMPARE_BUDGET as BUDGET  # noqa: E402
+
 from corrgrpo.cli import main  # noqa: E402
 from corrgrpo.training import run as run_module  # noqa: E402
 from corrgrpo.utils.command import cli_command
 
-BUDGET = [
-    "--max-steps", "2", "--threads", "1",
-    "--set", "warm_start_steps=5", "--set", "warm_start_batch_size=8",
-    "--set", "warm_start_demonstrations=100", "--set", "eval_prompts=2",
-    "--set", "eval_samples=1", "--set", "per_device_train_batch_size=8",
-    "--set", "num_generations=4", "--set", "max_completion_length=8",
-]  # fmt: skip
 STUDY = ["compare", "--estimators", "corr_grpo,grpo", "--seeds", "2"]
 
 

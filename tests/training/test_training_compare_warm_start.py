@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("trl")
 
+from run_comparison import COMPARE_BUDGET as BUDGET  # noqa: E402
 from test_training_resume import differences  # noqa: E402  (this folder is on sys.path)
 
 from corrgrpo.cli import main  # noqa: E402
@@ -19,13 +20,6 @@ from corrgrpo.training import run as run_module  # noqa: E402
 from corrgrpo.training import warmstart  # noqa: E402
 from corrgrpo.training.shared_warm_start import WARM_START_DIR, SharedWarmStarts  # noqa: E402
 
-BUDGET = [
-    "--max-steps", "2", "--threads", "1",
-    "--set", "warm_start_steps=5", "--set", "warm_start_batch_size=8",
-    "--set", "warm_start_demonstrations=100", "--set", "eval_prompts=2",
-    "--set", "eval_samples=1", "--set", "per_device_train_batch_size=8",
-    "--set", "num_generations=4", "--set", "max_completion_length=8",
-]  # fmt: skip
 STUDY = ["compare", "--estimators", "corr_grpo,grpo", "--seeds", "2", *BUDGET]
 RUNS = ["corr_grpo-s0", "grpo-s0", "corr_grpo-s1", "grpo-s1"]
 

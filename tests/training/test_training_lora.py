@@ -9,7 +9,6 @@ test_training_resume.py: a 15-step warm start, then 4 GRPO steps with a checkpoi
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import signal
@@ -17,12 +16,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("trl")
 pytest.importorskip("peft")
+
+from run_comparison import metric_differences, metrics, weight_differences  # noqa: E402
 
 from corrgrpo.cli import main  # noqa: E402
 from corrgrpo.training.checkpoints import list_checkpoints, problem_with  # noqa: E402
@@ -36,35 +36,14 @@ SMALL = [
     "--set", "num_generations=4", "--set", "max_completion_length=12",
     "--set", "learning_rate=0.05", "--lora", "--lora-rank", "4",
 ]  # fmt: skip
-TIMES = {"elapsed_s", "step_time", "train_runtime", "train_samples_per_second"}
-TIMES |= {"train_steps_per_second"}
-
-
-def metrics(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
 def differences(ours: Path, reference: Path) -> list[str]:
     """Logged values and adapter weights that differ by more than 1e-6 (empty: the same run)."""
-    from safetensors.torch import load_file
-
-    mine, theirs = metrics(ours), metrics(reference)
-    found = [] if len(mine) == len(theirs) else [f"{len(mine)} records, not {len(theirs)}"]
-    for a, b in zip(mine, theirs, strict=False):
-        for key in (set(a) | set(b)) - TIMES:
-            x, y = a.get(key), b.get(key)
-            numbers = isinstance(x, (int, float)) and isinstance(y, (int, float))
-            if (numbers and not math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-6)) or (
-                not numbers and x != y
-            ):
-                found.append(f"step {b['step']} {key}: {x!r} != {y!r}")
-    weights = load_file(ours / "model" / "adapter_model.safetensors")
-    expected = load_file(reference / "model" / "adapter_model.safetensors")
-    assert set(weights) == set(expected)
-    for name, tensor in expected.items():
-        if (weights[name] - tensor).abs().max().item() > 1e-6:
-            found.append(f"adapter weights {name} differ")
-    return found
+    file = Path("model") / "adapter_model.safetensors"
+    return metric_differences(ours, reference) + weight_differences(
+        ours / file, reference / file, "adapter weights"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ differs (the last test), so the comparison can fail.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import shutil
@@ -30,6 +29,8 @@ import pytest
 
 pytest.importorskip("trl")
 
+from run_comparison import metric_differences, metrics, weight_differences  # noqa: E402
+
 from corrgrpo.cli import main  # noqa: E402
 from corrgrpo.training.checkpoints import list_checkpoints, problem_with  # noqa: E402
 from corrgrpo.utils.command import cli_command
@@ -42,35 +43,14 @@ SMALL = [
     "--set", "eval_samples=2", "--set", "per_device_train_batch_size=16",
     "--set", "num_generations=4", "--set", "max_completion_length=12",
 ]  # fmt: skip
-#: wall-clock values: they differ between any two runs
-TIMES = {"elapsed_s", "step_time", "train_runtime", "train_samples_per_second"}
-TIMES |= {"train_steps_per_second"}
-
-
-def metrics(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
 def differences(ours: Path, reference: Path) -> list[str]:
     """Every logged value and weight that differs by more than 1e-6 (empty: the same run)."""
-    from safetensors.torch import load_file
-
-    mine, theirs = metrics(ours), metrics(reference)
-    found = [] if len(mine) == len(theirs) else [f"{len(mine)} records, not {len(theirs)}"]
-    for a, b in zip(mine, theirs, strict=False):
-        for key in (set(a) | set(b)) - TIMES:
-            x, y = a.get(key, "<missing>"), b.get(key, "<missing>")
-            numbers = isinstance(x, (int, float)) and isinstance(y, (int, float))
-            if (numbers and not math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-6)) or (
-                not numbers and x != y
-            ):
-                found.append(f"step {b['step']} {key}: {x!r} != {y!r}")
-    weights = load_file(ours / "model" / "model.safetensors")
-    expected = load_file(reference / "model" / "model.safetensors")
-    for name, tensor in expected.items():
-        if (weights[name] - tensor).abs().max().item() > 1e-6:
-            found.append(f"weights {name} differ")
-    return found
+    file = Path("model") / "model.safetensors"
+    return metric_differences(ours, reference) + weight_differences(
+        ours / file, reference / file, "weights"
+    )
 
 
 def stopped_run(folder: Path, sig: signal.Signals, after_steps: int, twice: bool = False):

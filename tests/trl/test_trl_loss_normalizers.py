@@ -11,21 +11,10 @@ pytest.importorskip("trl")
 
 import torch  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
-from trl_helpers import build_trainer, length_reward, prompt_dataset  # noqa: E402
+from trl_helpers import LOSS_TYPES, build_trainer, length_reward, prompt_dataset  # noqa: E402
 
 from corrgrpo.integrations.trl import CorrGRPOConfig, CorrGRPOTrainer  # noqa: E402
 
-# every loss type of TRL 1.16, with the setting each one requires
-LOSS_TYPES: dict[str, dict[str, Any]] = {
-    "grpo": {},
-    "dapo": {},
-    "cispo": {},
-    "dr_grpo": {},
-    "bnpo": {},
-    "sapo": {},
-    "luspo": {"importance_sampling_level": "sequence"},
-    "vespo": {},
-}
 # one generation batch of 4 groups of 4: three are dropped, 12 of the 16 rows
 PROMPT_IDS = [0, 2, 3, 4]
 

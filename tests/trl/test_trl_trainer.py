@@ -12,6 +12,7 @@ pytest.importorskip("trl")
 import torch  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl_helpers import (  # noqa: E402
+    LOSS_TYPES,
     REWARDS,
     build_trainer,
     half_none_reward,
@@ -28,17 +29,6 @@ from corrgrpo.integrations.trl import (  # noqa: E402
     batch_advantages,
     constant_groups,
 )
-
-LOSS_TYPES = {
-    "grpo": {},
-    "dapo": {},
-    "cispo": {},
-    "dr_grpo": {},
-    "bnpo": {},
-    "sapo": {},
-    "luspo": {"importance_sampling_level": "sequence"},
-    "vespo": {},
-}
 
 
 def _parameters(model: torch.nn.Module) -> list[torch.Tensor]:

@@ -40,6 +40,19 @@ BASE_CONFIG: dict[str, Any] = {
 }
 
 
+#: every loss type of TRL 1.16, with the setting each one requires
+LOSS_TYPES: dict[str, dict[str, Any]] = {
+    "grpo": {},
+    "dapo": {},
+    "cispo": {},
+    "dr_grpo": {},
+    "bnpo": {},
+    "sapo": {},
+    "luspo": {"importance_sampling_level": "sequence"},
+    "vespo": {},
+}
+
+
 def prompt_dataset(size: int = 16, conversational: bool = False) -> Dataset:
     """Arithmetic prompts (plain text or one user message) with an integer id column."""
     texts = [f"{i}+{2 * i}=" for i in range(size)]
