@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -13,8 +16,11 @@ from corrgrpo.cli import main
 from corrgrpo.training.memory_plan import (
     GIB,
     KNOWN_MODELS,
+    LOGPROB_TILE_TOKENS,
+    LOGPROB_TILE_VOCAB,
     ModelShape,
     PlanInputs,
+    activation_bytes,
     layer_activation_bytes,
     plan_inputs,
     plan_memory,
@@ -91,6 +97,83 @@ def test_activations_match_what_autograd_saves() -> None:
     assert layer_activation_bytes(shape, 4) == pytest.approx(saved_per_layer_token, rel=0.1)
 
 
+#: one forward and backward pass of the tiny model in a fresh process, large buffers mapped
+#: and unmapped one by one (``MALLOC_MMAP_THRESHOLD_``) so that resident memory follows the
+#: live tensors; prints the peak above the memory before the forward pass, per token
+_BACKWARD_PEAK_SCRIPT = """
+import sys, torch
+from corrgrpo.models.tiny import build_tiny_model_and_tokenizer
+torch.set_num_threads(1)
+batch, length = int(sys.argv[1]), int(sys.argv[2])
+model, _ = build_tiny_model_and_tokenizer(hidden_size=64, num_layers=2, num_heads=4)
+if sys.argv[3] == "1":
+    model.gradient_checkpointing_enable()
+model.train()
+ids = torch.randint(0, 20, (batch, length))
+mask = torch.ones(batch, length, dtype=torch.long)
+mask[: batch // 2, length - 5 :] = 0  # padded rows: transformers builds its attention mask
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+def peak():
+    line = [x for x in open("/proc/self/status") if x.startswith("VmHWM:")][0]
+    return int(line.split()[1]) * 1024
+model.model(input_ids=ids, attention_mask=mask).last_hidden_state.sum().backward()
+before = resident()
+open("/proc/self/clear_refs", "w").write("5")
+model.model(input_ids=ids, attention_mask=mask).last_hidden_state.sum().backward()
+print((peak() - before) / (batch * length))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_backward_peak_of_a_two_layer_model_is_the_saved_tensors_and_a_few_gradients(
+    checkpointing: bool,
+) -> None:
+    """At the backward pass's peak a model holds its saved tensors (with checkpointing: the
+    layers' inputs and one recomputed layer) and a few hidden-sized gradients, not one more
+    layer's worth of activations (on two layers, half as much again as everything saved)."""
+    batch, length = 128, 68
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    command = [
+        sys.executable, "-c", _BACKWARD_PEAK_SCRIPT, str(batch), str(length), str(int(checkpointing))
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    measured_per_token = float(done.stdout.strip().splitlines()[-1])
+    shape = ModelShape(23, 64, 2, 4, 4, 16, 128, True, qk_norm=True)
+    inputs = _inputs(
+        shape, weight_bytes=4, activation_bytes=4, micro_batch=batch, prompt_tokens=4,
+        completion_tokens=length - 4, gradient_checkpointing=checkpointing,
+    )  # fmt: skip
+    planned_per_token = activation_bytes(inputs, checkpointing=checkpointing) / (batch * length)
+    assert planned_per_token == pytest.approx(measured_per_token, rel=0.15)
+
+
+def test_logprob_tile_is_as_wide_as_trl_allocates_it_and_resident_only_as_the_vocabulary() -> None:
+    """TRL allocates its tile ``min(N, 4096)`` x 32768 whatever the vocabulary: a GPU holds all
+    of it; a CPU makes resident only the columns the vocabulary writes."""
+    from trl.kernels.chunked_logprob import TOKEN_CHUNK_SIZE
+    from trl.trainer.utils import _CHUNKED_LOGPROB_CHUNK_SIZE
+
+    assert (LOGPROB_TILE_TOKENS, LOGPROB_TILE_VOCAB) == (
+        TOKEN_CHUNK_SIZE,
+        _CHUNKED_LOGPROB_CHUNK_SIZE,
+    )
+    shape = ModelShape(23, 64, 2, 4, 4, 16, 128, True, qk_norm=True)
+    inputs = _inputs(shape, activation_bytes=4, micro_batch=16)  # 16 x 512 tokens: a full tile
+    gradients = 4 * 16 * 512 * 64 + 4 * 23 * 64  # hidden states and the trained head, float32
+    on_gpu = plan_memory(inputs).logprob_tile
+    resident = plan_memory(dataclasses.replace(inputs, resident_only=True)).logprob_tile
+    assert on_gpu == 4096 * 32768 * 4 + gradients
+    assert resident == 4096 * 23 * 4 + gradients
+    large = dataclasses.replace(inputs, shape=KNOWN_MODELS["Qwen/Qwen2.5-0.5B-Instruct"])
+    assert (
+        plan_memory(large).logprob_tile
+        == plan_memory(dataclasses.replace(large, resident_only=True)).logprob_tile
+    )  # a vocabulary wider than a tile writes every column
+
+
 @pytest.mark.parametrize(
     ("stage", "bytes_per_parameter"),
     [(0, 16.0), (1, 4 + 12 / 64), (2, 2 + 14 / 64), (3, 16 / 64)],
@@ -130,7 +213,8 @@ def test_vllm_colocate_takes_its_share_and_a_server_its_own_gpu() -> None:
 def test_the_tiny_model_plan_is_small_and_fits() -> None:
     settings = default_settings()
     inputs, notes = plan_inputs(settings, vocab_size=tiny_vocab_size(None))
-    plan = plan_memory(dataclasses.replace(inputs, gpu_memory_gib=1.0))
+    # 2 GiB: TRL's log-probability tile alone takes 512 MiB on a GPU (4096 x 32768 float32)
+    plan = plan_memory(dataclasses.replace(inputs, gpu_memory_gib=2.0))
     assert plan.fits and plan.advice == []
     assert plan.optimizer == 2 * plan.gradients == 2 * plan.weights  # float32 AdamW moments
     assert notes  # no max_prompt_length: the assumed prompt length is said

@@ -15,7 +15,7 @@ MIB = 1024**2
 
 @pytest.mark.slow
 def test_smallest_tiny_case_is_within_30_percent_of_the_plan() -> None:
-    """64 completions of 32 tokens on the tiny model: a 45 MiB plan. Without the warm-up run
+    """64 completions of 32 tokens on the tiny model: a 33 MiB plan. Without the warm-up run
     before the baseline, the modules the trainer imports on first use and the library pages
     the first step reads in (about 60 MiB) were measured as the run's memory."""
     command = [

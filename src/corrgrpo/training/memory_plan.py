@@ -43,15 +43,23 @@ optimizer state, the gradients, the weights (FSDP full sharding = stage 3), else
   float32 normalised values (``8 h``) and the weighted output (``a h``); attention keeps the
   rotated queries, the keys and values expanded to every query head, and its output
   (``4 a q``); the MLP keeps the gate and up projections, the activation and the product
-  (``4 a I``). Without gradient checkpointing: ``B L ((n_l + 1) A + 8 h + a h)`` (every
-  layer, one layer's gradients during its backward pass, the final norm); with it:
-  ``B L (n_l a h + 2 A + 8 h + a h)`` (each layer's input, one layer recomputed and its
-  gradients). Plus ``4 B L^2`` for the additive attention mask transformers builds for a
-  padded batch. TRL's fused log-probability head
+  (``4 a I``). Without gradient checkpointing: ``B L (n_l A + 12 h + 8 h + a h)`` (every
+  layer, the gradients in flight during the backward pass, the final norm); with it:
+  ``B L (n_l a h + A + 12 h + 8 h + a h)`` (each layer's input, one layer recomputed, the
+  gradients in flight). The gradients in flight are three float32 hidden-sized tensors
+  (``12 h``: the residual stream's gradient, the one entering a layer's branch and the one it
+  returns), not a layer's worth: autograd frees a layer's saved tensors as its backward pass
+  runs, so the gradients inside a layer take the place of its activations (measured on the
+  tiny model: about ``12 h`` per token above the saved tensors at the backward pass's peak,
+  whatever the number of layers). Plus ``4 B L^2`` for the additive attention mask
+  transformers builds for a padded batch. TRL's fused log-probability head
   never holds the whole ``B L V`` logits: one tile of ``min(B L, 4096)`` positions by
-  ``min(V, 32768)`` vocabulary columns (``a`` bytes each), and in the backward pass float32
+  32768 vocabulary columns (``a`` bytes each; TRL allocates the tile that wide whatever the
+  vocabulary, and a GPU allocator holds all of it), and in the backward pass float32
   gradients of the hidden states (``4 B L h``) and, when the output head trains, of its
-  weight (``4 V h``);
+  weight (``4 V h``). With ``resident_only`` (the CPU benchmark) the tile counts
+  ``min(V, 32768)`` columns: the columns past the vocabulary are never written, so a CPU
+  never makes their pages resident;
 - generation with ``model.generate`` (no vLLM): the key-value cache ``2 n_l kv a G L`` plus
   ``2 G V 4`` for a step's logits; generation and the backward pass never overlap (the
   gradients are freed after every optimizer step), so the plan counts the larger one;
@@ -80,9 +88,12 @@ GIB = 1024**3
 #: share of ``--gpu-memory`` a plan may fill; the rest is the CUDA context and fragmentation
 USABLE_FRACTION = 0.9
 #: positions and vocabulary columns of one tile of TRL's fused log-probability head
-#: (``trl.kernels.chunked_logprob``)
+#: (``trl.kernels.chunked_logprob``'s token chunk and TRL's vocabulary chunk size)
 LOGPROB_TILE_TOKENS = 4096
 LOGPROB_TILE_VOCAB = 32768
+#: float32 hidden-sized gradients in flight during the backward pass, per token and per
+#: unit of hidden size (three tensors of 4 bytes)
+BACKWARD_GRADIENT_BYTES = 12
 #: prompt tokens the plan assumes where the run sets no ``max_prompt_length``
 DEFAULT_PROMPT_TOKENS = 512
 #: the linear layers of a Llama/Qwen decoder layer, as PEFT names them
@@ -186,6 +197,10 @@ class PlanInputs:
     gpus: int = 1
     #: GiB of one GPU; ``None``: the plan without a verdict
     gpu_memory_gib: float | None = None
+    #: plan the memory a process writes to (resident pages on a CPU) rather than what a GPU
+    #: allocator holds: only TRL's log-probability tile differs (``min(V, 32768)`` columns
+    #: instead of 32768); for comparing with a CPU measurement, not for a GPU verdict
+    resident_only: bool = False
 
     def __post_init__(self) -> None:
         if self.optimizer not in _OPTIMIZERS:
@@ -386,25 +401,32 @@ def layer_activation_bytes(shape: ModelShape, activation: int) -> int:
 
 
 def activation_bytes(inputs: PlanInputs, *, checkpointing: bool) -> int:
-    """Activations of one micro-batch kept for its backward pass, and one layer's gradients."""
+    """Activations of one micro-batch kept for its backward pass, and the gradients in flight."""
     shape, a = inputs.shape, inputs.activation_bytes
     length = _tokens(inputs)
     tokens = inputs.micro_batch * length
     per_layer = layer_activation_bytes(shape, a)
     final_norm = 8 * shape.hidden_size + a * shape.hidden_size
+    # a layer's gradients replace its saved tensors as its backward pass frees them
+    in_flight = BACKWARD_GRADIENT_BYTES * shape.hidden_size
     if checkpointing:
-        kept = shape.num_layers * a * shape.hidden_size + 2 * per_layer
+        kept = shape.num_layers * a * shape.hidden_size + per_layer
     else:
-        kept = (shape.num_layers + 1) * per_layer
+        kept = shape.num_layers * per_layer
     mask = 4 * inputs.micro_batch * length * length
-    return tokens * (kept + final_norm) + mask
+    return tokens * (kept + in_flight + final_norm) + mask
 
 
 def logprob_head_bytes(inputs: PlanInputs, *, head_trains: bool) -> int:
     """TRL's fused log-probability head: one tile and the backward pass's float32 buffers."""
     shape = inputs.shape
     tokens = inputs.micro_batch * _tokens(inputs)
-    tile = min(tokens, LOGPROB_TILE_TOKENS) * min(shape.vocab_size, LOGPROB_TILE_VOCAB)
+    # TRL allocates the full width whatever the vocabulary; only the vocabulary's columns
+    # are ever written, so only they become resident on a CPU
+    columns = (
+        min(shape.vocab_size, LOGPROB_TILE_VOCAB) if inputs.resident_only else LOGPROB_TILE_VOCAB
+    )
+    tile = min(tokens, LOGPROB_TILE_TOKENS) * columns
     hidden_grad = 4 * tokens * shape.hidden_size
     weight_grad = 4 * shape.vocab_size * shape.hidden_size if head_trains else 0
     return tile * inputs.activation_bytes + hidden_grad + weight_grad
