@@ -20,6 +20,7 @@ from typing import Any
 from corrgrpo.training.lora import normalize_lora
 from corrgrpo.training.settings import RunSettings, gpu_available, warm_start_steps
 from corrgrpo.training.vllm import check_vllm
+from corrgrpo.utils.reward_faults import check_no_retry_names, no_retry_names
 
 
 @dataclass(frozen=True)
@@ -277,17 +278,8 @@ def check_warm_start_only(settings: RunSettings, task: Any) -> None:
 def check_reward_names(settings: RunSettings, task: Any) -> None:
     """``no_retry_reward_funcs`` names the task's reward functions (or "all"), before the model
     loads; the trainer checks it again for library users."""
-    value = settings.trainer.get("no_retry_reward_funcs")
-    names = value.split(",") if isinstance(value, str) else value
-    if not isinstance(names, (list, tuple)):
-        return  # None, or a type TRL's config rejects with its own message
-    known = list(task.component_names)
-    unknown = [str(n).strip() for n in names if str(n).strip() not in ("", "all", *known)]
-    if unknown:
-        raise ValueError(
-            f"no_retry_reward_funcs names {', '.join(map(repr, unknown))}, which is neither "
-            f"'all' nor a reward function of task {settings.task!r}: {', '.join(known)}"
-        )
+    names = no_retry_names(settings.trainer.get("no_retry_reward_funcs"))
+    check_no_retry_names(names, list(task.component_names), f" of task {settings.task!r}")
 
 
 def check_precision(settings: RunSettings) -> None:

@@ -172,3 +172,31 @@ def _text(value: Any) -> Any:
     if isinstance(value, list) and value and isinstance(value[-1], dict):
         return value[-1].get("content", value[-1])
     return value
+
+
+#: ``no_retry_reward_funcs`` entry that names every reward function
+ALL_REWARDS = "all"
+
+
+def no_retry_names(value: Any) -> list[str]:
+    """``no_retry_reward_funcs`` as a list of names (``None``: empty; a string: comma-separated)."""
+    if value is None:
+        return []
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError(
+            "no_retry_reward_funcs must be a list of reward function names (or ['all']), "
+            f"got {value!r}"
+        )
+    return [n.strip() for n in names if n.strip()]
+
+
+def check_no_retry_names(names: Sequence[str], known: Sequence[str], owner: str = "") -> None:
+    """Raise ``ValueError`` when ``names`` holds one that is neither "all" nor in ``known``
+    (``owner``: whose reward functions they are, for the message)."""
+    unknown = [n for n in names if n != ALL_REWARDS and n not in known]
+    if unknown:
+        raise ValueError(
+            f"no_retry_reward_funcs names {', '.join(map(repr, unknown))}, which is neither "
+            f"'all' nor a reward function{owner}; reward functions: {', '.join(known)}"
+        )

@@ -12,7 +12,11 @@ from trl import GRPOConfig
 from corrgrpo.estimators.registry import check_options
 from corrgrpo.integrations.trl.stabilizers import advantage_eps_meaning, eps_is_unused
 from corrgrpo.utils.estimator_defaults import with_trainer_defaults
-from corrgrpo.utils.reward_faults import DEFAULT_REWARD_ERROR_THRESHOLD, check_threshold
+from corrgrpo.utils.reward_faults import (
+    DEFAULT_REWARD_ERROR_THRESHOLD,
+    check_threshold,
+    no_retry_names,
+)
 
 # Keys accepted by ``dynamic_sampling_key`` besides a reward function's name.
 TOTAL_KEY = "total"
@@ -192,19 +196,6 @@ class CorrGRPOConfig(GRPOConfig):
         """Which stabilizer ``advantage_eps`` sets for the configured estimator, its default."""
         options = self.estimator_options if isinstance(self.estimator_options, dict) else None
         return advantage_eps_meaning(self.advantage_estimator, options)
-
-
-def no_retry_names(value: Any) -> list[str]:
-    """``no_retry_reward_funcs`` as a list of names (``None``: empty; a string: comma-separated)."""
-    if value is None:
-        return []
-    names = value.split(",") if isinstance(value, str) else value
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-        raise ValueError(
-            "no_retry_reward_funcs must be a list of reward function names (or ['all']), "
-            f"got {value!r}"
-        )
-    return [n.strip() for n in names if n.strip()]
 
 
 def settings_warnings(args: Any, estimator: str, options: dict[str, Any]) -> list[str]:

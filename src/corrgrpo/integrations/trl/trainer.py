@@ -38,20 +38,18 @@ from corrgrpo.integrations.trl.advantages import (
     EstimatorSettings,
     batch_advantages,
 )
-from corrgrpo.integrations.trl.config import (
-    ALL_KEY,
-    CorrGRPOConfig,
-    no_retry_names,
-    warn_about_settings,
-)
+from corrgrpo.integrations.trl.config import CorrGRPOConfig, warn_about_settings
 from corrgrpo.integrations.trl.reward_guard import guard_reward_function
 from corrgrpo.integrations.trl.stabilizers import advantage_eps_meaning
 from corrgrpo.integrations.trl.tasks import trainer_dataset
 from corrgrpo.integrations.trl.update_norms import UpdateNormCallback, wants_update_norms
 from corrgrpo.utils.reward_faults import (
+    ALL_REWARDS,
     DEFAULT_REWARD_ERROR_THRESHOLD,
     FailureLog,
     RewardFunctionError,
+    check_no_retry_names,
+    no_retry_names,
     stop_message,
     too_many,
 )
@@ -108,7 +106,7 @@ class CorrGRPOTrainer(GRPOTrainer):
             bound.arguments["reward_funcs"] = self._guard(bound.arguments["reward_funcs"])
         super().__init__(*bound.args[1:], **bound.kwargs)
         self.advantage_settings.check_dynamic_sampling_key(list(self.reward_func_names))
-        self._check_no_retry(list(self.reward_func_names))
+        check_no_retry_names(self._no_retry, list(self.reward_func_names))
         settings = self.advantage_settings
         logger.info("%s", advantage_eps_meaning(settings.estimator, settings.options))
         if wants_update_norms(getattr(self.args, "log_update_norm", None), self.model):
@@ -127,19 +125,11 @@ class CorrGRPOTrainer(GRPOTrainer):
                 get_callable_name(func),
                 self.reward_failures,
                 is_async=is_async_callable(func),
-                retry=not {ALL_KEY, get_callable_name(func)} & set(self._no_retry),
+                retry=not {ALL_REWARDS, get_callable_name(func)} & set(self._no_retry),
             )
             for func in funcs
         ]
         return guarded if isinstance(reward_funcs, list) else guarded[0]
-
-    def _check_no_retry(self, names: list[str]) -> None:
-        unknown = [n for n in self._no_retry if n != ALL_KEY and n not in names]
-        if unknown:
-            raise ValueError(
-                f"no_retry_reward_funcs names {', '.join(map(repr, unknown))}, which is neither "
-                f"'all' nor a reward function; reward functions: {', '.join(names)}"
-            )
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):  # type: ignore[no-untyped-def]
         self.reward_failures.start_batch()
