@@ -45,6 +45,8 @@ from corrgrpo.estimators.stats import (
 )
 
 GUARDS = (None, "floor", "grpo_std", "clip", "shrink")
+#: eps under the square root (or added to it) when none is given: the official code's value
+CORR_GRPO_EPS = 1e-6
 
 
 def correlation_sum(
@@ -518,7 +520,7 @@ def corr_grpo_denominator(
     :func:`correlation_shrinkage`. ``"clip"`` acts on the advantages, not here.
     """
     _check_guard(guard)
-    eps = 1e-6 if eps is None else eps
+    eps = CORR_GRPO_EPS if eps is None else eps
     if guard == "shrink":
         if shrinkage is None:
             raise ValueError("guard='shrink' needs the shrinkage (intensity, target) per group")

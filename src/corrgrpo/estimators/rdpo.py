@@ -45,6 +45,10 @@ def group_quantile_scores(rewards: Tensor, groups: Groups) -> Tensor:
     return out
 
 
+#: eps added to the covariance before whitening when none is given
+RDPO_EPS = 1e-6
+
+
 @register_estimator("rdpo")
 def rdpo_advantages(
     rewards: Tensor,
@@ -67,7 +71,7 @@ def rdpo_advantages(
     Zero-variance components (docs/math.md, Zero variance) contribute 0; singleton groups
     get 0. Stabilizer ``eps``: docs/estimators.md, Stabilizers.
     """
-    eps = 1e-6 if eps is None else eps
+    eps = RDPO_EPS if eps is None else eps
     out_shape = rewards.shape[:-1]
     rewards = rewards.reshape(-1, rewards.shape[-1])  # ranking works on the flat layout
     groups = groups.scattered()

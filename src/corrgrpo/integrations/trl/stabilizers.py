@@ -13,6 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from corrgrpo.estimators.baselines import GRPO_EPS
+from corrgrpo.estimators.conventions import OFFICIAL_GROUP_EPS
+from corrgrpo.estimators.corr_grpo import CORR_GRPO_EPS
+from corrgrpo.estimators.rdpo import RDPO_EPS
+
 STABILIZERS_DOC = "docs/estimators.md#stabilizers"
 
 #: estimators whose ``base`` option names the estimator ``eps`` goes to (default ``"gdpo"``)
@@ -53,37 +58,41 @@ _OFFICIAL_BATCH = _GROUP_STD + " (the batch stage is verl's whitening, sqrt(var 
 ADVANTAGE_EPS: dict[str, EpsMeaning] = {
     "grpo": EpsMeaning(
         "added to the group std of the weighted total, A = C / (std_g R + eps) (TRL's constant)",
-        1e-4,
-        1e-6,
+        GRPO_EPS,
+        OFFICIAL_GROUP_EPS,
     ),
     "dr_grpo": EpsMeaning("", None),
     "corr_grpo": EpsMeaning(
         "under the square root, A = C / sqrt(max(Q, 0) + eps) (stabilizer='inside', the default)",
-        1e-6,
+        CORR_GRPO_EPS,
     ),
     "gdpo": EpsMeaning(
         _GROUP_STD + ", and to the batch std of their weighted sum (TRL's normalize_then_sum)",
-        1e-4,
-        1e-6,
+        GRPO_EPS,
+        OFFICIAL_GROUP_EPS,
         _OFFICIAL_BATCH,
     ),
     "gdpo_corr": EpsMeaning(
         _GROUP_STD + " (the batch root's stabilizer is the option corr_eps, default 1e-6)",
-        1e-4,
-        1e-6,
+        GRPO_EPS,
+        OFFICIAL_GROUP_EPS,
     ),
-    "mo_grpo": EpsMeaning(_GROUP_STD, 1e-4),
+    "mo_grpo": EpsMeaning(_GROUP_STD, GRPO_EPS),
     "gd2po": EpsMeaning(
-        _GROUP_STD + ", and to the batch std over the kept rollouts", 1e-4, 1e-6, _OFFICIAL_BATCH
+        _GROUP_STD + ", and to the batch std over the kept rollouts",
+        GRPO_EPS,
+        OFFICIAL_GROUP_EPS,
+        _OFFICIAL_BATCH,
     ),
     "rdpo": EpsMeaning(
         "added to the diagonal of each group's covariance before whitening, (Sigma + eps I)^(-1/2)",
-        1e-6,
+        RDPO_EPS,
     ),
 }
 
 _CORR_GRPO_OUTSIDE = EpsMeaning(
-    "added to the square root, A = C / (sqrt(max(Q, 0)) + eps) (stabilizer='outside')", 1e-6
+    "added to the square root, A = C / (sqrt(max(Q, 0)) + eps) (stabilizer='outside')",
+    CORR_GRPO_EPS,
 )
 
 
