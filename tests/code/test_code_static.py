@@ -128,3 +128,27 @@ def test_code_ast_similarity_is_sequence_matcher_ratio() -> None:
     expected = difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio()
     assert ast_similarity(a, b) == pytest.approx(expected)
     assert 0.0 < expected < 1.0
+
+
+def test_code_ast_similarity_of_the_same_structure_is_one_without_sequence_matcher(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Scoring a reference (or a renamed copy) against itself costs no SequenceMatcher run,
+    about a millisecond per LeetCode reference; the value is the one SequenceMatcher gives."""
+    import difflib
+
+    from corrgrpo.domains.code import static
+
+    renamed = "class Solution:\n    def plus(self, x: int, y: int) -> int:\n        return x + y\n"
+    tokens = ast_structure(SOLUTION)
+    assert tokens is not None and ast_structure(renamed) == tokens
+    assert difflib.SequenceMatcher(None, tokens, tokens, autojunk=False).ratio() == 1.0
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("SequenceMatcher ran for two equal structures")
+
+    monkeypatch.setattr(static.difflib, "SequenceMatcher", refuse)
+    assert ast_similarity(SOLUTION, SOLUTION) == 1.0
+    assert ast_similarity(renamed, SOLUTION) == 1.0
+    with pytest.raises(AssertionError, match="SequenceMatcher ran"):
+        ast_similarity("def f(a):\n    return a\n", SOLUTION)  # different: still compared

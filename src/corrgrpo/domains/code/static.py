@@ -192,5 +192,9 @@ def ast_similarity(code: str, reference: str) -> float | None:
         # SequenceMatcher is quadratic in the worst case; a response this large cannot be
         # similar anyway (the ratio is at most 2 * len(ref) / (len(cand) + len(ref)))
         return 0.0
+    if cand_tokens == ref_tokens:
+        # the ratio of a sequence with itself is exactly 1; SequenceMatcher would take
+        # about a millisecond to say so (the reference itself, or a renamed copy of it)
+        return 1.0
     ratio = difflib.SequenceMatcher(None, cand_tokens, ref_tokens, autojunk=False).ratio()
     return min(1.0, max(0.0, ratio))
