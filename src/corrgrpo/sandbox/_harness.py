@@ -307,7 +307,8 @@ def _run_calls(
 def _serve_one(index: int, arguments: Any, candidate: Any, limit: float | None) -> ProxyReply:
     started = time.process_time()
     try:
-        args, kwargs = decode_value(arguments[0]), decode_value(arguments[1])
+        args = decode_value(arguments[0])
+        kwargs = {} if arguments[1] is None else decode_value(arguments[1])
         _CallTimer.start(limit)
         try:
             value = candidate(*args, **kwargs)
@@ -342,6 +343,6 @@ def _serve_calls(candidate: Any, limit: float | None) -> None:
             return
         message = json.loads(raw)
         try:
-            _reply(_serve_one(message["i"], (message["a"], message["kw"]), candidate, limit))
+            _reply(_serve_one(message["i"], (message["a"], message.get("kw")), candidate, limit))
         except BrokenPipeError:
             return

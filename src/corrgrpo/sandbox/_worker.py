@@ -87,6 +87,7 @@ PRELOADED_MODULES = (
     "cmath",
     "numbers",
     "queue",
+    "_strptime",  # what datetime.strptime imports on first use (about 2.5 ms per run)
     "corrgrpo.sandbox._harness",
     "corrgrpo.sandbox._checker",
     "corrgrpo.sandbox.values",

@@ -113,12 +113,12 @@ class TrustedBody(TypedDict):
     entry_point: str
 
 
-class ProxyCall(TypedDict):
+class ProxyCall(TypedDict, total=False):
     """Checker -> child: call the entry point with these (tagged) arguments."""
 
     i: int
     a: Any  # tagged list of positional arguments
-    kw: Any  # tagged dict of keyword arguments
+    kw: Any  # tagged dict of keyword arguments (absent when there are none)
 
 
 class ProxyReply(TypedDict, total=False):
