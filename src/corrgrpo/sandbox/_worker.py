@@ -271,6 +271,7 @@ class Worker:
         self.request_fd: int = config["request_fd"]
         self.reply_fd: int = config["reply_fd"]
         self.isolated: bool = config["isolation"] == "namespaces"
+        self.proxy_cpu: int | None = config.get("proxy_cpu")
         self.cpu_count = max(1, os.cpu_count() or 1)
         self.body = bytearray(1 << 16)
         self.chunk = bytearray(_CHUNK)
@@ -350,6 +351,8 @@ class Worker:
         pipes: _ProxyPipes | None = None
         try:
             if trusted:
+                if self.proxy_cpu is not None:
+                    header["pin_cpu"] = self.proxy_cpu
                 pipes = _ProxyPipes()
                 self._submit_test(header, memoryview(self.body)[program_len:body_len], pipes)
             if self.warm_host:
@@ -366,7 +369,7 @@ class Worker:
     def _submit_test(self, header: RunHeader, trusted: memoryview, pipes: _ProxyPipes) -> None:
         """Hand the test and the checker's ends of the pipes to the checker server."""
         if self.checker is None:
-            self.checker = CheckerServer.start()
+            self.checker = CheckerServer.start(self.proxy_cpu)
         cpu_limit = float(header.get("check_cpu") or header["cpu"])
         try:
             self.checker.submit(trusted, cpu_limit, pipes.checker_ends)

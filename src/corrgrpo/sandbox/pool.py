@@ -121,6 +121,7 @@ class _WorkerProcess:
             "reply_fd": reply_w,
             "isolation": self.isolation,
             "warm_host": self.warm_host,
+            "proxy_cpu": proxy_cpu(self.index),
             "hidden_paths": self.hidden,
             "exposed_paths": self.exposed,
         }
@@ -255,6 +256,16 @@ class _WorkerProcess:
         self._stop()
         remove_worker_cgroups(self.cgroups)
         self.cgroups = None
+
+
+def proxy_cpu(index: int) -> int | None:
+    """The CPU where worker ``index`` runs its checker and the programs that serve it: the
+    workers take this process's allowed CPUs in turn (None with only one CPU: nothing to pick)."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except OSError:
+        return None
+    return allowed[index % len(allowed)] if len(allowed) > 1 else None
 
 
 def request_message(request: ExecutionRequest) -> tuple[RunHeader, bytes]:

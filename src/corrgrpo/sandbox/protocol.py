@@ -60,6 +60,10 @@ class WorkerConfig(TypedDict):
     hidden_paths: list[str]
     cgroups: dict[str, Any] | None
     warm_host: bool  # namespaced runs in a warm run host (False: fresh namespaces per run)
+    # The CPU that this worker's checker and the programs serving it share (None: no pinning).
+    # A call is a round trip between the two processes: on one CPU each wake-up is a switch
+    # between them, on two it wakes the other (possibly idle) CPU, several times the cost.
+    proxy_cpu: int | None
 
 
 class Ready(TypedDict, total=False):
@@ -86,6 +90,7 @@ class RunHeader(TypedDict, total=False):
     trusted: int  # bytes at the end of the body that only the checker reads (assert mode)
     check_cpu: float  # CPU seconds of the checker process (assert mode)
     dedicated: bool  # run on a host started for this run and stopped after it
+    pin_cpu: int  # assert mode: the program runs on this CPU, its checker's (best effort)
 
 
 # One call in the body: [expression source, adapter or None, CPU limit in seconds or None].
