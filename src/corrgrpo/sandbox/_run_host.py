@@ -19,7 +19,7 @@ child closes every descriptor but 0-3, and runs under another uid (or in a neste
 namespace) without capabilities. A run the worker stops (CPU, wall, output caps) takes the
 whole host with it, and a host serves at most :data:`HOST_RUNS` programs.
 
-Protocol: worker -> host ``u32 header_len, header JSON, u32 body_len, body JSON`` per program
+Protocol: worker -> host ``u32 header_len, header JSON, u32 body_len, body (marshal)`` per program
 (as pool -> worker); host -> worker ``u32 length, status JSON`` (:class:`HostStatus`). For a
 program that serves a trusted checker (assert mode) the worker also passes the program's ends
 of the checker's two pipes over a Unix socket (``SCM_RIGHTS``); the host hands them to the

@@ -8,7 +8,7 @@ CPU and wall limits and the output caps from outside, and relays the run's outpu
 Started by :class:`corrgrpo.sandbox.SandboxPool` as ``python -m corrgrpo.sandbox._worker CONFIG``.
 Protocol on two pipes (big-endian lengths):
 
-- pool -> worker: ``u32 header_len, header JSON (limits only), u32 body_len, body JSON``;
+- pool -> worker: ``u32 header_len, header JSON (limits only), u32 body_len, body (marshal)``;
 - worker -> pool: frames ``kind: 1 byte, u32 length, payload``; kinds ``K`` (ready, JSON),
   ``O``/``E``/``R`` (stdout, stderr, result-channel bytes), ``X`` (end of run, JSON).
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import gc
 import json
+import marshal
 import math
 import os
 import select
@@ -128,13 +129,13 @@ def warm_up_harness() -> None:
     calls = [
         (call, None, 60.0 if index == 0 else None) for index, call in enumerate(_WARM_UP_CALLS)
     ]
-    raw = json.dumps(
+    raw = marshal.dumps(
         {"mode": "calls", "program": _WARM_UP_PROGRAM, "entry_point": "warm_up", "calls": calls}
-    ).encode()
+    )
     fd = os.open(os.devnull, os.O_WRONLY)
     try:
         for _ in range(WARM_UP_RUNS):
-            _harness.run(json.loads(raw), fd, {"start": 0.0})
+            _harness.run(marshal.loads(raw), fd, {"start": 0.0})
     finally:
         os.close(fd)
         sys.modules.pop(_harness.MODULE_NAME, None)

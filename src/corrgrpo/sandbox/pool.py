@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import marshal
 import os
 import queue
 import select
@@ -273,8 +274,9 @@ def worker_cpu(index: int) -> int | None:
 
 
 def request_message(request: ExecutionRequest) -> tuple[RunHeader, bytes]:
-    """The header and body a worker gets for ``request``. In assert mode the body ends with
-    the :class:`TrustedBody` (``header["trusted"]`` bytes) that only the checker reads."""
+    """The header and body a worker gets for ``request``. The body is the :class:`RunBody`,
+    marshalled; in assert mode it ends with the :class:`TrustedBody` (JSON,
+    ``header["trusted"]`` bytes) that only the checker reads."""
     header: RunHeader = {
         "cpu": float(request.cpu_time_limit_s),
         "wall": request.wall_limit,
@@ -313,7 +315,9 @@ def request_message(request: ExecutionRequest) -> tuple[RunHeader, bytes]:
         body["assert_test"] = request.assert_test or ""
     else:
         body["stdin"] = request.stdin or ""
-    return header, json.dumps(body).encode("utf-8", "surrogatepass") + trusted_raw
+    # marshal, not JSON: this process wrote it, and a freshly forked child decodes it with a
+    # fraction of the page faults (see :func:`corrgrpo.sandbox._run_process.run_program`)
+    return header, marshal.dumps(body) + trusted_raw
 
 
 def namespaces_available(user_namespace: bool | None = None) -> bool:
