@@ -41,6 +41,7 @@ from typing import NoReturn, TypedDict
 from corrgrpo.sandbox import _syscalls as sc
 from corrgrpo.sandbox._run_process import (
     RunContext,
+    apply_fixed_limits,
     report_setup_failure,
     reset_environment,
     run_program,
@@ -146,6 +147,7 @@ def host_main(context: RunContext, pipes: HostPipes) -> NoReturn:
         mount_run_proc()
         sc.prctl(sc.PR_SET_DUMPABLE, 0)
         reset_environment("/tmp")  # inherited by every program, like the working directory
+        apply_fixed_limits()  # likewise
     except BaseException as error:
         report_setup_failure(pipes.outputs[2], error)
         os._exit(SETUP_FAILURE_EXIT)

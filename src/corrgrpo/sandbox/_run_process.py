@@ -99,7 +99,7 @@ def run_program(
         if "pin_cpu" in header:  # serving a checker: on its CPU, each call is a mere switch
             pin_to_cpu(int(header["pin_cpu"]))
         _install_descriptors(body, fds, proxy_fds)
-        _apply_rlimits(header, isolated)
+        _apply_rlimits(header, isolated, in_host)
         phases["limits"] = time.thread_time()
         _drop_privileges(context.user_namespace and isolated, isolated, context.seccomp, in_host)
         phases["privileges"] = time.thread_time()
@@ -142,17 +142,33 @@ def _install_descriptors(
     os.closerange(len(high), 1 << 16)
 
 
-def _apply_rlimits(header: RunHeader, isolated: bool) -> None:
+# The same for every program: a warm run host sets them on itself once, and its children
+# inherit them (none of them limits what the host does).
+FIXED_RLIMITS = {
+    resource.RLIMIT_CORE: (0, 0),
+    resource.RLIMIT_MEMLOCK: (0, 0),
+    resource.RLIMIT_MSGQUEUE: (0, 0),
+}
+
+
+def apply_fixed_limits() -> None:
+    """:data:`FIXED_RLIMITS` and ``no_new_privs`` (which only stops an ``execve`` from gaining
+    privileges, and which the seccomp filter needs) for this process and its children."""
+    for which, pair in FIXED_RLIMITS.items():
+        resource.setrlimit(which, pair)
+    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _apply_rlimits(header: RunHeader, isolated: bool, in_host: bool = False) -> None:
     cpu_soft = math.ceil(float(header["cpu"])) + 1
     limits: dict[int, tuple[int, int]] = {
         resource.RLIMIT_AS: (header["mem"], header["mem"]),
         resource.RLIMIT_CPU: (cpu_soft, cpu_soft + 1),
         resource.RLIMIT_FSIZE: (header["fsize"], header["fsize"]),
         resource.RLIMIT_NOFILE: (header["nofile"], header["nofile"]),
-        resource.RLIMIT_CORE: (0, 0),
-        resource.RLIMIT_MEMLOCK: (0, 0),
-        resource.RLIMIT_MSGQUEUE: (0, 0),
     }
+    if not in_host:  # a host set these on itself
+        limits.update(FIXED_RLIMITS)
     if isolated or os.geteuid() == 0:
         # Counted per uid: only meaningful for the run's own uid, not a shared login uid.
         limits[resource.RLIMIT_NPROC] = (header["nproc"], header["nproc"])
@@ -204,7 +220,8 @@ def _drop_privileges(
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
+    if not in_host:  # a host set it on itself (apply_fixed_limits)
+        sc.prctl(sc.PR_SET_NO_NEW_PRIVS, 1)
     seccomp.install()  # after no_new_privs, which an unprivileged filter needs
     # Changing credentials cleared the parent-death signal: arm it again so the run dies
     # with its worker even if the worker itself is killed.

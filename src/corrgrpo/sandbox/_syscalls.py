@@ -333,6 +333,9 @@ def seccomp_program(machine: str | None = None) -> list[tuple[int, int, int, int
     Another architecture's calling convention (i386 ``int 0x80`` on x86_64) kills the process;
     the x32 ABI and every denied call fail with EPERM; ``clone3`` fails with ENOSYS, so the C
     library falls back to ``clone``, whose flags are checked: new namespaces fail with EPERM.
+    The numbers are found by a binary search, not a scan: installing a filter makes the kernel
+    run it once for every syscall number (to cache the ones it always allows), so the length
+    of the longest path is paid on every installation, once per program.
     """
     table = _SYSCALL_TABLES.get(machine or platform.machine())
     if table is None:
@@ -347,18 +350,37 @@ def seccomp_program(machine: str | None = None) -> list[tuple[int, int, int, int
     ]
     if arch == 0xC000003E:
         program += [(_BPF_JGE_K, 0, 1, _X32_SYSCALL_BIT), (_BPF_RET_K, 0, 0, eperm)]
-    for name in _DENIED_NAMES:
-        program += [(_BPF_JEQ_K, 0, 1, numbers[name]), (_BPF_RET_K, 0, 0, eperm)]
-    program += [
-        (_BPF_JEQ_K, 0, 1, numbers["clone3"]),
-        (_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | 38),  # ENOSYS
-        (_BPF_JEQ_K, 0, 3, numbers["clone"]),
+    actions: dict[int, list[tuple[int, int, int, int]]] = {
+        numbers[name]: [(_BPF_RET_K, 0, 0, eperm)] for name in _DENIED_NAMES
+    }
+    actions[numbers["clone3"]] = [(_BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | 38)]  # ENOSYS
+    actions[numbers["clone"]] = [
         (_BPF_LD_W_ABS, 0, 0, 16),  # low half of seccomp_data.args[0] (little endian): flags
         (_BPF_JSET_K, 0, 1, _NAMESPACE_FLAGS),
         (_BPF_RET_K, 0, 0, eperm),
         (_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
     ]
-    return program
+    return program + _search(sorted(actions.items()))
+
+
+_SEARCH_LEAF = 3  # numbers compared one by one at the end of a search
+
+
+def _search(
+    actions: list[tuple[int, list[tuple[int, int, int, int]]]],
+) -> list[tuple[int, int, int, int]]:
+    """Instructions that find the syscall number (in the accumulator) among ``actions``
+    (sorted by number) and run its action; any other number is allowed."""
+    if len(actions) <= _SEARCH_LEAF:
+        code: list[tuple[int, int, int, int]] = []
+        for number, action in actions:
+            code += [(_BPF_JEQ_K, 0, len(action), number), *action]
+        return code + [(_BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+    middle = len(actions) // 2
+    below, above = _search(actions[:middle]), _search(actions[middle:])
+    if len(below) > 255:
+        raise ValueError("a seccomp jump cannot reach that far")
+    return [(_BPF_JGE_K, len(below), 0, actions[middle][0]), *below, *above]
 
 
 class SeccompFilter:
