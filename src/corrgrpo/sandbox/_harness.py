@@ -28,12 +28,13 @@ from __future__ import annotations
 import builtins
 import importlib.machinery
 import json
+import json.encoder
 import os
 import signal
 import sys
 import time
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from corrgrpo.sandbox.protocol import (
@@ -116,9 +117,29 @@ def _describe(error: BaseException) -> tuple[str, str]:
     return name[:200], text[:_MESSAGE_LIMIT]
 
 
+def _record_encoder() -> Callable[[Record], str]:
+    """``json.dumps`` with its defaults (ASCII, ", " and ": ", NaN allowed), built once.
+
+    ``json.dumps`` makes a new C encoder for every call, and in a freshly forked program the
+    pages it touches to do so are copied; this one is made before the fork. Without the
+    circularity check: the values are :func:`encode_value` output, which has no cycles (one
+    would still end in ``RecursionError``).
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without the C accelerator
+        return json.dumps
+    iterate = make(
+        None, None, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
+    return lambda record: "".join(iterate(record, 0))
+
+
+_dump_record = _record_encoder()
+
+
 def _encode_record(record: Record) -> bytes:
     try:
-        return (json.dumps(record, allow_nan=True) + "\n").encode("utf-8", "backslashreplace")
+        return (_dump_record(record) + "\n").encode("utf-8", "backslashreplace")
     except MemoryError:
         return _MEMORY_RECORD
     except (ValueError, TypeError, RecursionError) as error:

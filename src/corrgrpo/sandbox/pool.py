@@ -317,7 +317,7 @@ def request_message(request: ExecutionRequest) -> tuple[RunHeader, bytes]:
         body["stdin"] = request.stdin or ""
     # marshal, not JSON: this process wrote it, and a freshly forked child decodes it with a
     # fraction of the page faults (see :func:`corrgrpo.sandbox._run_process.run_program`)
-    return header, marshal.dumps(body) + trusted_raw
+    return header, marshal.dumps(dict(body)) + trusted_raw
 
 
 def namespaces_available(user_namespace: bool | None = None) -> bool:

@@ -1,8 +1,11 @@
-"""Where runs execute: each worker's chain of processes on one CPU, and a worker that starts
-with its harness code already warm and no trace of the warm-up left behind."""
+"""What keeps a run cheap, and changes nothing else: each worker's chain of processes on one
+CPU, a worker whose harness code is warm (with no trace of the warm-up left), a marshalled
+body, records encoded exactly as ``json.dumps`` would."""
 
 from __future__ import annotations
 
+import json
+import marshal
 import os
 import signal
 import sys
@@ -11,7 +14,7 @@ import pytest
 from sandbox_helpers import require_capability
 
 from corrgrpo.sandbox import ExecutionRequest, SandboxPool, _harness, _worker
-from corrgrpo.sandbox.pool import worker_cpu
+from corrgrpo.sandbox.pool import request_message, worker_cpu
 from corrgrpo.sandbox.requests import CallTest
 
 AFFINITY = "import os\n\ndef cpus():\n    return sorted(os.sched_getaffinity(0))\n"
@@ -90,3 +93,23 @@ def test_harness_warm_up_leaves_nothing_behind() -> None:
         assert not _harness._CallTimer.armed
     finally:
         signal.signal(signal.SIGPROF, previous)
+
+
+def test_records_are_encoded_as_json_dumps_encodes_them() -> None:
+    values = [1.5, float("nan"), float("-inf"), "\u00e9\udc80\n", None, True, 10**30, {"t": "x"}]
+    record = {"k": "call", "i": 3, "ok": 1, "v": values, "t": 0.25}
+    expected = (json.dumps(record, allow_nan=True) + "\n").encode("utf-8", "backslashreplace")
+    assert _harness._encode_record(record) == expected  # type: ignore[arg-type]
+    cycle: list[object] = []
+    cycle.append(cycle)
+    fallback = json.loads(_harness._encode_record({"k": "call", "i": 0, "ok": 1, "v": cycle}))
+    assert fallback["ok"] == 0 and fallback["e"] == "UnreportableResult"
+
+
+def test_the_body_is_marshalled_with_the_trusted_test_after_it() -> None:
+    request = _assert_request(ASSERT_SINGLE)
+    header, raw = request_message(request)
+    program_part = raw[: len(raw) - header["trusted"]]
+    body = marshal.loads(program_part)
+    assert body["mode"] == "serve" and body["program"] == AFFINITY
+    assert json.loads(raw[len(program_part) :])["test"] == ASSERT_SINGLE
