@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import logging
 import marshal
+import math
 import os
 import queue
 import select
@@ -16,7 +18,6 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from corrgrpo.sandbox.cgroups import (
@@ -63,7 +64,6 @@ NOT_ISOLATED_WARNING = (
 _FRAME = struct.Struct(">cI")
 _START_TIMEOUT_S = 60.0
 _REPLY_GRACE_S = 10.0
-_PIPE_SAFE_BYTES = 32 << 10
 _REPLY_READ_BYTES = 1 << 16
 
 
@@ -78,6 +78,28 @@ class NotIsolatedWarning(RuntimeWarning):
 def _package_root() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     return os.path.dirname(os.path.dirname(here))
+
+
+class _Job:
+    """One request on its way through a worker: its message, how much of it was written, its
+    deadline (once the worker starts it) and the output gathered so far."""
+
+    def __init__(self, position: int, request: ExecutionRequest) -> None:
+        self.position, self.request = position, request
+        header, body_raw = request_message(request)
+        self.message = memoryview(b"".join(frame_request(header, body_raw)))
+        self.sent = 0
+        self.deadline = math.inf
+        self.streams = {
+            FRAME_STDOUT: bytearray(),
+            FRAME_STDERR: bytearray(),
+            FRAME_RECORDS: bytearray(),
+            FRAME_VERDICT: bytearray(),
+        }
+
+    def start_clock(self) -> None:
+        """The worker starts this request now: it must answer within its wall limit."""
+        self.deadline = time.monotonic() + self.request.wall_limit + _REPLY_GRACE_S
 
 
 class _WorkerProcess:
@@ -105,6 +127,7 @@ class _WorkerProcess:
         self.hidden = list(hidden)
         self.exposed = list(exposed)
         self.process: subprocess.Popen[bytes] | None = None
+        self.jobs: collections.deque[_Job] = collections.deque()  # sent, in the worker's order
         self.isolated = False
         self.cgroups: CgroupPaths | None = None
         self.start()
@@ -167,6 +190,9 @@ class _WorkerProcess:
             )
         self.isolated = bool(ready.get("isolated"))
         self.host_pid = ready.get("host_pid")
+        # From here on the pool's event loop reads and writes whatever the pipes take.
+        os.set_blocking(self.request_w, False)
+        os.set_blocking(self.reply_r, False)
 
     def _read_exact(self, size: int, deadline: float) -> bytes:
         """``size`` bytes from the reply pipe; read in big pieces, so that the frames of one
@@ -190,48 +216,71 @@ class _WorkerProcess:
         kind, size = _FRAME.unpack(self._read_exact(_FRAME.size, deadline))
         return kind, self._read_exact(size, deadline)
 
-    def execute(self, request: ExecutionRequest) -> RawRun:
-        header, body_raw = request_message(request)
-        message = b"".join(frame_request(header, body_raw))
-        deadline = time.monotonic() + request.wall_limit + _REPLY_GRACE_S
-        streams = {
-            FRAME_STDOUT: bytearray(),
-            FRAME_STDERR: bytearray(),
-            FRAME_RECORDS: bytearray(),
-            FRAME_VERDICT: bytearray(),
-        }
-        writer = None
-        if len(message) <= _PIPE_SAFE_BYTES:
-            self._send(message)  # fits in the pipe buffer: cannot block
-        else:  # the worker drains a large body while we wait for its frames
-            writer = threading.Thread(target=self._send, args=(message,), daemon=True)
-            writer.start()
-        while True:
-            kind, payload = self._read_frame(deadline)
-            if kind in streams:
-                streams[kind] += payload
-            elif kind == FRAME_END:
-                if writer is not None:
-                    writer.join()
-                summary: RunSummary = json.loads(payload)
-                self.host_pid = summary.get("host_pid")
-                self.checker_pid = summary.get("checker_pid")
-                return RawRun(
-                    bytes(streams[FRAME_STDOUT]),
-                    bytes(streams[FRAME_STDERR]),
-                    bytes(streams[FRAME_RECORDS]),
-                    summary,
-                    self.isolated,
-                    bytes(streams[FRAME_VERDICT]),
-                )
+    # -- requests in flight (the pool's event loop; non-blocking pipes) ----------------------
+    def submit(self, job: _Job) -> None:
+        """Queue ``job`` behind the worker's others (it reads its next request when it is done
+        with the current one) and write what the pipe takes of it now."""
+        if not self.jobs:
+            job.start_clock()
+        self.jobs.append(job)
+        self.flush()
 
-    def _send(self, message: bytes) -> None:
-        try:
-            view = memoryview(message)
-            while view:
-                view = view[os.write(self.request_w, view) :]
-        except OSError:
-            pass
+    def flush(self) -> None:
+        """Write the queued requests as far as the pipe takes them, without blocking."""
+        for job in self.jobs:
+            while job.sent < len(job.message):
+                try:
+                    job.sent += os.write(self.request_w, job.message[job.sent :])
+                except BlockingIOError:
+                    return
+                except OSError:  # the worker is gone: its reply pipe will say so
+                    job.sent = len(job.message)
+
+    def wants_to_write(self) -> bool:
+        return any(job.sent < len(job.message) for job in self.jobs)
+
+    def receive(self) -> list[tuple[_Job, RawRun]]:
+        """Read what the worker wrote; the jobs it finished, in order. ``EOFError`` when it
+        exited; ``ValueError`` when it wrote a frame with no request in flight."""
+        while True:
+            try:
+                piece = os.read(self.reply_r, _REPLY_READ_BYTES)
+            except BlockingIOError:
+                break
+            if not piece:
+                raise EOFError("sandbox worker exited")
+            self._pending += piece
+            if len(piece) < _REPLY_READ_BYTES:
+                break
+        finished: list[tuple[_Job, RawRun]] = []
+        while len(self._pending) >= _FRAME.size:
+            kind, size = _FRAME.unpack_from(self._pending)
+            if len(self._pending) < _FRAME.size + size:
+                break
+            payload = bytes(memoryview(self._pending)[_FRAME.size : _FRAME.size + size])
+            del self._pending[: _FRAME.size + size]
+            if not self.jobs:
+                raise ValueError(f"sandbox worker sent a {kind!r} frame with no request in flight")
+            job = self.jobs[0]
+            if kind in job.streams:
+                job.streams[kind] += payload
+            elif kind == FRAME_END:
+                finished.append((self.jobs.popleft(), self._raw_run(job, json.loads(payload))))
+                if self.jobs:
+                    self.jobs[0].start_clock()  # the worker starts the next one now
+        return finished
+
+    def _raw_run(self, job: _Job, summary: RunSummary) -> RawRun:
+        self.host_pid = summary.get("host_pid")
+        self.checker_pid = summary.get("checker_pid")
+        return RawRun(
+            bytes(job.streams[FRAME_STDOUT]),
+            bytes(job.streams[FRAME_STDERR]),
+            bytes(job.streams[FRAME_RECORDS]),
+            summary,
+            self.isolated,
+            bytes(job.streams[FRAME_VERDICT]),
+        )
 
     def _stop(self) -> None:
         for fd_name in ("request_w", "reply_r"):
@@ -543,32 +592,129 @@ class SandboxPool:
                 raise type(error)(f"requests[{position}]: {error}") from None
         results: list[ExecutionResult | None] = [None] * len(requests)
         bar = _progress_bar(len(requests)) if progress else None
-        with ThreadPoolExecutor(max_workers=min(self.size, max(1, len(requests)))) as executor:
-            futures = [executor.submit(self._execute, request) for request in requests]
-            for position, future in enumerate(futures):
-                results[position] = future.result()
-                if bar is not None:
-                    bar.advance()
-        if bar is not None:
-            bar.close()
+        batch = _Batch(requests, results, bar)
+        workers = self._take_workers(len(requests), [])
+        try:
+            while batch.pending or any(worker.jobs for worker in workers):
+                if batch.pending:  # workers another caller gave back meanwhile
+                    workers += self._take_workers(len(batch.pending), workers, block=False)
+                for depth in range(1, _QUEUE_DEPTH + 1):  # a first request for each, then more
+                    for worker in workers:
+                        if batch.pending and len(worker.jobs) < depth:
+                            position = batch.pending.popleft()
+                            self._submit(worker, _Job(position, requests[position]), batch)
+                if not batch.pending:  # nothing left to hand out: free the idle ones now
+                    for worker in [w for w in workers if not w.jobs]:
+                        workers.remove(worker)
+                        self._idle.put(worker)
+                self._wait(workers, batch)
+        finally:
+            for worker in workers:
+                if worker.jobs:  # interrupted: nothing may be left running or queued
+                    worker.jobs.clear()
+                    self._restart(worker)
+                self._idle.put(worker)
+            if bar is not None:
+                bar.close()
         return [result for result in results if result is not None]
 
-    def _execute(self, request: ExecutionRequest) -> ExecutionResult:
-        worker = self._idle.get()
-        try:
-            raw = worker.execute(request)
-        except (EOFError, TimeoutError, OSError, ValueError) as error:
-            logger.warning("sandbox worker %d failed (%s); restarting it", worker.index, error)
+    def _take_workers(
+        self, wanted: int, taken: list[_WorkerProcess], block: bool = True
+    ) -> list[_WorkerProcess]:
+        """Idle workers for a batch, up to one per request (the first one waited for when
+        ``block``: another batch may hold them all)."""
+        more: list[_WorkerProcess] = []
+        while len(taken) + len(more) < min(self.size, wanted):
             try:
-                worker.restart()
-            except SandboxError as restart_error:
-                logger.error("sandbox worker %d could not restart: %s", worker.index, restart_error)
-            raw = RawRun(
-                b"", b"", b"", {"harness_error": f"worker failure: {error}"}, worker.isolated
-            )
-        finally:
-            self._idle.put(worker)
-        return judge(request, raw)
+                more.append(self._idle.get(block=block and not taken and not more))
+            except queue.Empty:
+                break
+        return more
+
+    def _submit(self, worker: _WorkerProcess, job: _Job, batch: _Batch) -> None:
+        if worker.process is None:  # it could not be restarted after a failure: try again
+            self._restart(worker)
+            if worker.process is None:
+                batch.finish(job, _failed_run(worker, "the worker could not be restarted"))
+                return
+        worker.submit(job)
+
+    def _wait(self, workers: list[_WorkerProcess], batch: _Batch) -> None:
+        """Wait for the workers' replies (or room to write a request), until the nearest
+        deadline; judge what finished; treat a worker that failed or missed a deadline."""
+        by_fd: dict[int, _WorkerProcess] = {}
+        poller = select.poll()
+        for worker in workers:
+            if worker.jobs:
+                by_fd[worker.reply_r] = worker
+                poller.register(worker.reply_r, select.POLLIN)
+                if worker.wants_to_write():
+                    by_fd[worker.request_w] = worker
+                    poller.register(worker.request_w, select.POLLOUT)
+        if not by_fd:
+            return
+        nearest = min(worker.jobs[0].deadline for worker in workers if worker.jobs)
+        wait_ms = max(0, math.ceil((nearest - time.monotonic()) * 1000))
+        for fd, _ in poller.poll(wait_ms):
+            worker = by_fd[fd]
+            if not worker.jobs:  # it failed on an earlier event of this round
+                continue
+            if fd == worker.request_w:
+                worker.flush()
+                continue
+            try:
+                for job, raw in worker.receive():
+                    batch.finish(job, raw)
+            except (EOFError, OSError, ValueError) as error:
+                self._fail(worker, error, batch)
+        now = time.monotonic()
+        for worker in workers:
+            if worker.jobs and worker.jobs[0].deadline <= now:
+                self._fail(worker, TimeoutError("sandbox worker did not answer in time"), batch)
+
+    def _fail(self, worker: _WorkerProcess, error: BaseException, batch: _Batch) -> None:
+        """The run the worker was on fails with it; the requests queued behind it were never
+        started, so they go back to the batch; the worker restarts."""
+        if not worker.jobs:
+            return
+        logger.warning("sandbox worker %d failed (%s); restarting it", worker.index, error)
+        head, *queued = worker.jobs
+        worker.jobs.clear()
+        batch.pending.extendleft(job.position for job in reversed(queued))
+        self._restart(worker)
+        batch.finish(head, _failed_run(worker, f"worker failure: {error}"))
+
+    @staticmethod
+    def _restart(worker: _WorkerProcess) -> None:
+        try:
+            worker.restart()
+        except SandboxError as error:
+            logger.error("sandbox worker %d could not restart: %s", worker.index, error)
+
+
+_QUEUE_DEPTH = 2  # requests per worker at a time: the next one waits in its pipe, no idle gap
+
+
+def _failed_run(worker: _WorkerProcess, why: str) -> RawRun:
+    return RawRun(b"", b"", b"", {"harness_error": why}, worker.isolated)
+
+
+class _Batch:
+    """The requests of one :meth:`SandboxPool.run` call: which wait, and the results so far."""
+
+    def __init__(
+        self,
+        requests: list[ExecutionRequest],
+        results: list[ExecutionResult | None],
+        bar: _progress_bar | None,
+    ) -> None:
+        self.requests, self.results, self.bar = requests, results, bar
+        self.pending: collections.deque[int] = collections.deque(range(len(requests)))
+
+    def finish(self, job: _Job, raw: RawRun) -> None:
+        self.results[job.position] = judge(job.request, raw)
+        if self.bar is not None:
+            self.bar.advance()
 
 
 class _progress_bar:  # noqa: N801 - small context helper
