@@ -28,6 +28,7 @@ program's child and closes its own copies, so the checker sees the end of the pr
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -35,7 +36,7 @@ import resource
 import signal
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn, TypedDict
 
 from corrgrpo.sandbox import _syscalls as sc
@@ -77,6 +78,17 @@ class HostPipes:
     status: int
     outputs: tuple[int, int, int]  # stdout, stderr, result channel
     descriptors: socket.socket  # per-program descriptors from the worker (the checker's pipes)
+
+
+HIGH_FD = 64  # the host's pipe ends sit above every descriptor a program gets (0-5)
+
+
+def move_high(fd: int) -> int:
+    """``fd`` moved to :data:`HIGH_FD` or above: a program's process then puts its descriptors
+    in place with one ``dup2`` each, none of which can overwrite another's source."""
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, HIGH_FD)
+    os.close(fd)
+    return high
 
 
 def read_exact_into(fd: int, buffer: bytearray, size: int) -> bool:
@@ -143,6 +155,7 @@ def host_main(context: RunContext, pipes: HostPipes) -> NoReturn:
             raise OSError("the run host is not PID 1 of its own PID namespace")
         if context.cgroups is not None:
             context.cgroups.join()
+        pipes = replace(pipes, outputs=tuple(move_high(fd) for fd in pipes.outputs))  # type: ignore[arg-type]
         scratch = _Scratch(open_bind_sources(context.tmp_binds))
         mount_run_proc()
         sc.prctl(sc.PR_SET_DUMPABLE, 0)
@@ -190,7 +203,7 @@ def _run_one(
         _, fds, _, _ = socket.recv_fds(pipes.descriptors, 1, 2)
         if len(fds) != 2:
             raise OSError("the worker sent no checker pipes")
-        proxy_fds = (fds[0], fds[1])
+        proxy_fds = (move_high(fds[0]), move_high(fds[1]))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         child = sc.clone_process(0)

@@ -132,14 +132,19 @@ def _install_descriptors(
     """stdin from a memfd holding the request's input; stdout, stderr, results on 1, 2, 3;
     in serve mode the checker's calls on 4 and the replies on 5; nothing else."""
     stdin_fd = os.memfd_create("stdin")
-    write_all(stdin_fd, (body.get("stdin") or "").encode())
-    os.lseek(stdin_fd, 0, os.SEEK_SET)
-    sources = [stdin_fd, *fds, *(proxy_fds or ())]
-    # Moved above every target first, so that no dup2 overwrites a source still to be moved.
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 256) for fd in sources]
-    for target, fd in enumerate(high):
+    stdin = body.get("stdin")
+    if stdin:
+        write_all(stdin_fd, stdin.encode())
+        os.lseek(stdin_fd, 0, os.SEEK_SET)
+    sources = (*fds, *(proxy_fds or ()))
+    if min(sources) <= len(sources):
+        # Moved above every target first, so that no dup2 overwrites a source still to be moved
+        # (a warm run host keeps its ends above them already).
+        sources = tuple(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 256) for fd in sources)
+    os.dup2(stdin_fd, 0)  # first: whatever target stdin_fd itself holds is written after
+    for target, fd in enumerate(sources, start=1):
         os.dup2(fd, target)  # dup2 clears close-on-exec on the target
-    os.closerange(len(high), 1 << 16)
+    os.closerange(len(sources) + 1, 1 << 16)
 
 
 # The same for every program: a warm run host sets them on itself once, and its children
