@@ -113,3 +113,19 @@ def test_the_body_is_marshalled_with_the_trusted_test_after_it() -> None:
     body = marshal.loads(program_part)
     assert body["mode"] == "serve" and body["program"] == AFFINITY
     assert json.loads(raw[len(program_part) :])["test"] == ASSERT_SINGLE
+
+
+def test_a_test_is_compiled_once_and_runs_in_a_fresh_namespace_each_time() -> None:
+    from corrgrpo.sandbox import _checker
+
+    trusted = {
+        "setup": "SEEN = []\ndef f(x):\n    pass\n",
+        "entry_point": "f",
+        "test": "SEEN.append(1)\ndef check(candidate):\n    assert SEEN == [1]\n",
+    }
+    first = _checker._prepare(trusted, None)  # type: ignore[arg-type]
+    second = _checker._prepare(trusted, None)  # type: ignore[arg-type]
+    assert first.__code__ is second.__code__  # compiled once
+    assert first.__globals__ is not second.__globals__
+    first(None)
+    second(None)  # its setup and test ran again, in a namespace of their own

@@ -29,6 +29,8 @@ import signal
 import socket
 import struct
 import time
+from collections import OrderedDict
+from types import CodeType
 from typing import Any, NoReturn
 
 from corrgrpo.sandbox import _syscalls as sc
@@ -231,18 +233,51 @@ def _future_flags(statements: list[ast.stmt]) -> int:
     return flags
 
 
-def _prepare(trusted: TrustedBody, proxy: CandidateProxy) -> Any:
-    """The test's ``check`` function, defined after the trusted setup ran."""
-    namespace: dict[str, Any] = {"__name__": "__check__", "__builtins__": builtins}
-    statements = trusted_setup_code(trusted.get("setup", ""), trusted["entry_point"])
+CompiledTest = tuple[list[CodeType | None], CodeType]
+# A problem's test comes back for every completion of it (a group of samples): its setup and
+# test are compiled once per checker server. Code objects are immutable; every check still
+# runs them in a namespace of its own.
+_COMPILED: OrderedDict[tuple[str, str, str], CompiledTest] = OrderedDict()
+_COMPILED_LIMIT = 128
+
+
+def _compiled(setup: str, entry_point: str, test: str) -> CompiledTest:
+    """The setup's statements (None for one that does not compile) and the test, compiled."""
+    key = (setup, entry_point, test)
+    found = _COMPILED.get(key)
+    if found is not None:
+        _COMPILED.move_to_end(key)
+        return found
+    statements = trusted_setup_code(setup, entry_point)
     flags = _future_flags(statements)
+    setup_code: list[CodeType | None] = []
     for node in statements:
         module = ast.Module(body=[node], type_ignores=[])
         try:  # one statement at a time: a helper the test never uses may fail alone
-            exec(compile(module, "<setup>", "exec", flags, dont_inherit=True), namespace)
+            setup_code.append(compile(module, "<setup>", "exec", flags, dont_inherit=True))
+        except Exception:
+            setup_code.append(None)
+    compiled = (setup_code, compile(test, "<test>", "exec", dont_inherit=True))
+    _COMPILED[key] = compiled
+    if len(_COMPILED) > _COMPILED_LIMIT:
+        _COMPILED.popitem(last=False)
+    return compiled
+
+
+def _prepare(trusted: TrustedBody, proxy: CandidateProxy) -> Any:
+    """The test's ``check`` function, defined after the trusted setup ran."""
+    namespace: dict[str, Any] = {"__name__": "__check__", "__builtins__": builtins}
+    setup_code, test_code = _compiled(
+        trusted.get("setup", ""), trusted["entry_point"], trusted["test"]
+    )
+    for code in setup_code:
+        if code is None:
+            continue
+        try:  # one statement at a time: a helper the test never uses may fail alone
+            exec(code, namespace)
         except Exception:
             continue
-    exec(compile(trusted["test"], "<test>", "exec", dont_inherit=True), namespace)
+    exec(test_code, namespace)
     entry = trusted["entry_point"]
     if entry.isidentifier():
         namespace[entry] = proxy  # a test may call the function by its own name
