@@ -19,8 +19,8 @@ child closes every descriptor but 0-3, and runs under another uid (or in a neste
 namespace) without capabilities. A run the worker stops (CPU, wall, output caps) takes the
 whole host with it, and a host serves at most :data:`HOST_RUNS` programs.
 
-Protocol: worker -> host ``u32 header_len, header JSON, u32 body_len, body (marshal)`` per program
-(as pool -> worker); host -> worker ``u32 length, status JSON`` (:class:`HostStatus`). For a
+Protocol: worker -> host ``u32 header_len, header, u32 body_len, body`` (both marshalled) per program
+(as pool -> worker); host -> worker a fixed-size struct (:class:`HostStatus`). For a
 program that serves a trusted checker (assert mode) the worker also passes the program's ends
 of the checker's two pipes over a Unix socket (``SCM_RIGHTS``); the host hands them to the
 program's child and closes its own copies, so the checker sees the end of the program.
@@ -29,12 +29,13 @@ program's child and closes its own copies, so the checker sees the end of the pr
 from __future__ import annotations
 
 import fcntl
-import json
+import marshal
 import math
 import os
 import resource
 import signal
 import socket
+import struct
 import time
 from dataclasses import dataclass, replace
 from typing import NoReturn, TypedDict
@@ -117,7 +118,7 @@ def read_request(fd: int, buffer: bytearray) -> tuple[RunHeader, int, bytearray]
     header_raw = bytearray(LENGTH.unpack(size_raw)[0])
     if not read_exact_into(fd, header_raw, len(header_raw)):
         return None
-    header: RunHeader = json.loads(header_raw.decode())
+    header: RunHeader = marshal.loads(header_raw)
     if not read_exact_into(fd, size_raw, 4):
         return None
     body_len = LENGTH.unpack(size_raw)[0]
@@ -129,22 +130,39 @@ def read_request(fd: int, buffer: bytearray) -> tuple[RunHeader, int, bytearray]
     return header, body_len, buffer
 
 
+# status, cpu, reset_cpu, maxrss_kb, last: fixed size, far under PIPE_BUF (one write, one read)
+_STATUS = struct.Struct(">iddq?")
+
+
 def write_status(fd: int, status: HostStatus) -> None:
-    message = json.dumps(status).encode()
-    # One write under PIPE_BUF bytes: the worker reads the whole report at once.
-    write_all(fd, LENGTH.pack(len(message)) + message)
+    write_all(
+        fd,
+        _STATUS.pack(
+            status["status"],
+            status["cpu"],
+            status["reset_cpu"],
+            status["maxrss_kb"],
+            status["last"],
+        ),
+    )
 
 
 def read_status(fd: int) -> HostStatus | None:
     """The host's report on ``fd`` (non-blocking); None if there is none (the host died)."""
     try:
-        raw = os.read(fd, 1 << 16)  # one write under PIPE_BUF, so one read
+        raw = os.read(fd, 1 << 16)
     except BlockingIOError:
         return None
-    if len(raw) < LENGTH.size or len(raw) != LENGTH.size + LENGTH.unpack(raw[: LENGTH.size])[0]:
+    if len(raw) != _STATUS.size:
         return None
-    status: HostStatus = json.loads(raw[LENGTH.size :])
-    return status
+    status, cpu, reset_cpu, maxrss_kb, last = _STATUS.unpack(raw)
+    return {
+        "status": status,
+        "cpu": cpu,
+        "maxrss_kb": maxrss_kb,
+        "reset_cpu": reset_cpu,
+        "last": last,
+    }
 
 
 def host_main(context: RunContext, pipes: HostPipes) -> NoReturn:

@@ -45,10 +45,14 @@ class RunContext:
 
 
 def write_all(fd: int, *parts: bytes | memoryview) -> None:
-    for part in parts:
-        view = memoryview(part)
-        while view:
-            view = view[os.write(fd, view) :]
+    """Write ``parts`` in order, in one system call when the pipe has room for them all."""
+    views = [memoryview(part) for part in parts if len(part)]
+    while views:
+        written = os.writev(fd, views)
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if views and written:
+            views[0] = views[0][written:]
 
 
 def _run_uid() -> int:

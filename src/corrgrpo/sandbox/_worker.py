@@ -8,7 +8,7 @@ CPU and wall limits and the output caps from outside, and relays the run's outpu
 Started by :class:`corrgrpo.sandbox.SandboxPool` as ``python -m corrgrpo.sandbox._worker CONFIG``.
 Protocol on two pipes (big-endian lengths):
 
-- pool -> worker: ``u32 header_len, header JSON (limits only), u32 body_len, body (marshal)``;
+- pool -> worker: ``u32 header_len, header (limits only), u32 body_len, body`` (both marshalled);
 - worker -> pool: frames ``kind: 1 byte, u32 length, payload``; kinds ``K`` (ready, JSON),
   ``O``/``E``/``R`` (stdout, stderr, result-channel bytes), ``X`` (end of run, JSON).
 
