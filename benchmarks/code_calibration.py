@@ -11,9 +11,9 @@ sandbox pool that records every request and result, and prints:
 * where the wall time went: the machine-speed probe, the pool's start, the sandbox batches of
   calibration and of scoring, and host-side work between them (extracting and parsing the
   completions, the AST reward, converting tests, combining results, cache writes);
-* where the CPU went: this process's main thread, its pool threads (framing requests, reading
-  replies, judging results against the expected values), the programs themselves and the
-  sandbox machinery around them;
+* where the CPU went: this process's main thread (the pool's event loop runs there: framing
+  requests, reading replies, judging results against the expected values), the programs
+  themselves and the sandbox machinery around them;
 * the ``--top`` problems that took longest (the CPU of their calibration runs and their
   scoring run, or with ``--sort wall`` their wall time), each with what explains it: test
   calls per run, bytes of the calls' arguments, the reference's calibrated CPU per run, the
@@ -27,8 +27,8 @@ Per-call CPU comes from the sandbox's own report; calls of a few milliseconds ma
 there (see docs/code.md), so "in the calls" and "outside them" are approximate for short
 calls. The CPU of a whole run is the kernel's exact account.
 
-``--profile`` runs cProfile on this process (its main thread and the pool's threads, timed in
-each thread's CPU seconds) and prints the top cumulative entries of each; use it with
+``--profile`` runs cProfile on this process (its main thread, and any other thread it starts,
+timed in each thread's CPU seconds) and prints the top cumulative entries; use it with
 ``--limit``. ``--json`` writes every number.
 
     python benchmarks/code_calibration.py --data ../shared/data/leetcodedataset [--limit N] [--top 15] [--workers 2] [--profile] [--json out.json]
@@ -336,7 +336,7 @@ class Measured:
     loop_wall_s: float  # the scoring loop (calibration included)
     total_wall_s: float
     main_thread_cpu_s: float  # this process's main thread, during the loop
-    process_cpu_s: float  # this whole process (pool threads too), during the loop
+    process_cpu_s: float  # this whole process (every thread), during the loop
     children_cpu_s: float  # sandbox workers, run hosts and programs, all run long
     total_cpu_s: float
     load_average: tuple[float, float]  # 1-minute load at start and end
@@ -460,8 +460,7 @@ def totals(measured: Measured) -> dict[str, Any]:
         "wall_breakdown_s": wall,
         "cpu_breakdown_s": {
             "host main thread": measured.main_thread_cpu_s,
-            "host pool threads (framing, replies, judging)": measured.process_cpu_s
-            - measured.main_thread_cpu_s,
+            "host other threads": measured.process_cpu_s - measured.main_thread_cpu_s,
             "programs (their own CPU, setup included)": program_cpu,
             "sandbox workers and run hosts": measured.children_cpu_s - program_cpu,
             "everything else in this process (loading, probe, closing)": measured.total_cpu_s
@@ -578,8 +577,10 @@ def main() -> None:
     print_report(report)
     if args.profile:
         print(f"\ncProfile of this process, top {args.profile_entries} by cumulative CPU")
+        # the pool's event loop (framing, replies, judging) runs in the calling thread
         print("main thread\n" + top_entries(measured.profiles[:1], args.profile_entries))
-        print("pool threads\n" + top_entries(measured.profiles[1:], args.profile_entries))
+        if len(measured.profiles) > 1:
+            print("other threads\n" + top_entries(measured.profiles[1:], args.profile_entries))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
