@@ -219,3 +219,20 @@ def test_stale_cgroups_of_dead_pools_are_swept() -> None:
         for path in (stale, live):
             if os.path.exists(path):
                 os.rmdir(path)
+
+
+def test_each_call_reports_the_cpu_time_it_used(pool: SandboxPool) -> None:
+    """A call's CPU time comes from the thread's exact clock too: with the run's CPU limit
+    (and a call's own) armed, the process clock advances only on scheduler ticks, and calls
+    of a few ms read 0 or a whole tick."""
+    program = "def spin(n):\n    s = 0\n    for i in range(n):\n        s += i % 7\n    return s\n"
+    expected = sum(i % 7 for i in range(60_000))
+    timed = [CallTest("candidate(60000)", expected, cpu_limit_s=5.0) for _ in range(6)]
+    untimed = [CallTest("candidate(60000)", expected) for _ in range(6)]
+    result = pool.run_one(
+        ExecutionRequest(program=program, entry_point="spin", calls=timed + untimed)
+    )
+    assert result.status == "passed", result.detail
+    used = sorted(call.cpu_time_s for call in result.calls)
+    median = used[len(used) // 2]
+    assert median > 0 and used[0] >= 0.3 * median, used
