@@ -80,6 +80,22 @@ def _package_root() -> str:
     return os.path.dirname(os.path.dirname(here))
 
 
+def _worker_environment() -> dict[str, str]:
+    """A worker's whole environment (nothing of the caller's is inherited)."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": _package_root(),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        # Fixed string hashing: set iteration order, and so the verdict of a test that
+        # depends on it, is the same on every run and every worker.
+        "PYTHONHASHSEED": "0",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
 class _Job:
     """One request on its way through a worker: its message, how much of it was written, its
     deadline (once the worker starts it) and the output gathered so far."""
@@ -153,18 +169,7 @@ class _WorkerProcess:
             "hidden_paths": self.hidden,
             "exposed_paths": self.exposed,
         }
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "LANG": "C.UTF-8",
-            "PYTHONPATH": _package_root(),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            # Fixed string hashing: set iteration order, and so the verdict of a test that
-            # depends on it, is the same on every run and every worker.
-            "PYTHONHASHSEED": "0",
-            "OMP_NUM_THREADS": "1",
-            "OPENBLAS_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-        }
+        env = _worker_environment()
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "corrgrpo.sandbox._worker", json.dumps(config)],
