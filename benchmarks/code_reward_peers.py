@@ -143,10 +143,6 @@ class Program:
     completion: str
     params: list[str] = field(default_factory=list)  # the entry point's parameter names
 
-    @property
-    def must_pass(self) -> bool:
-        return self.kind in ("correct", "mechanism")
-
 
 def entry_params(row: dict[str, Any]) -> list[str]:
     """Parameter names of the entry point, from the reference (``self`` left out)."""
@@ -219,17 +215,15 @@ def hack_programs(limit: int, families: list[str], leetcode: Path, start: int) -
 
 def probe_headers(token: str, canary: Path) -> dict[str, str]:
     """Module code of the host-effect probes (run at import, before any test)."""
-    write = "import os\n\nwith open({!r}, 'w') as _handle:\n    _handle.write('probe')"
+    name = f"{PROBE_PREFIX}-{token}"
+    write = "import os\n\nwith open({}, 'w') as _handle:\n    _handle.write('probe')"
+    survivor = f"    posix.setsid()\n    time.sleep({PROBE_SLEEP_S})\n    posix._exit(0)"
     return {
-        "write_cwd_file": write.format(f"{PROBE_PREFIX}-{token}-cwd.txt"),
-        "write_home_file": "import os\n\n_path = os.path.expanduser('~/{}')\n"
-        "with open(_path, 'w') as _handle:\n    _handle.write('probe')".format(
-            f"{PROBE_PREFIX}-{token}-home.txt"
-        ),
-        "write_tmp_file": write.format(f"/tmp/{PROBE_PREFIX}-{token}-tmp.txt"),
-        "write_canary_file": write.format(str(canary / f"{PROBE_PREFIX}-{token}-canary.txt")),
-        "leave_process": "import posix\nimport time\n\nif posix.fork() == 0:\n    posix.setsid()\n"
-        f"    time.sleep({PROBE_SLEEP_S})\n    posix._exit(0)",
+        "write_cwd_file": write.format(repr(f"{name}-cwd.txt")),
+        "write_home_file": write.format(f"os.path.expanduser('~/{name}-home.txt')"),
+        "write_tmp_file": write.format(repr(f"/tmp/{name}-tmp.txt")),
+        "write_canary_file": write.format(repr(str(canary / f"{name}-canary.txt"))),
+        "leave_process": f"import posix\nimport time\n\nif posix.fork() == 0:\n{survivor}",
         "kill_harness": "import posix\nimport signal\n\nposix.kill(posix.getppid(), signal.SIGKILL)",
     }
 
@@ -460,9 +454,15 @@ def score_one(peer: str, payload: dict[str, Any]) -> tuple[bool, str]:
         inputs = [ast.literal_eval(a) for a in payload["inputs"]]
         expected = [ast.literal_eval(e) for e in payload["expected"]]
         status, _ = untrusted_check(
-            "humaneval", payload["code"], inputs, payload["entry_point"], expected, 0,
-            [0.0] * len(inputs), fast_check=True,
-        )  # fmt: skip
+            dataset="humaneval",
+            code=payload["code"],
+            inputs=inputs,
+            entry_point=payload["entry_point"],
+            expected=expected,
+            atol=0,
+            ref_time=[0.0] * len(inputs),
+            fast_check=True,
+        )
         return status == "pass", str(status)
     if peer == "bigcodebench":
         from bigcodebench.eval import untrusted_check as bcb_check
@@ -724,9 +724,10 @@ def run_worker(
     run, started, sid = Run(), time.monotonic(), 0
     pending = {item["id"] for batch in job["batches"] for item in batch["items"]}
     while pending:
-        part = dict(job, batches=[
+        batches = [
             dict(b, items=[i for i in b["items"] if i["id"] in pending]) for b in job["batches"]
-        ])  # fmt: skip
+        ]
+        part = dict(job, batches=batches)
         job_path, events = place.root / f"job-{uuid.uuid4().hex[:8]}.json", place.root / "events"
         job_path.write_text(json.dumps(part))
         events.unlink(missing_ok=True)
@@ -739,9 +740,13 @@ def run_worker(
         ]
         with (place.root / "worker.log").open("ab") as log:
             process = subprocess.Popen(
-                command, cwd=place.cwd, env=worker_env(place, marker), stdout=log, stderr=log,
+                command,
+                cwd=place.cwd,
+                env=worker_env(place, marker),
+                stdout=log,
+                stderr=log,
                 start_new_session=True,
-            )  # fmt: skip
+            )
             sid = process.pid
             flight = watch(process, events, run, deadline_s, job["workers"])
         if job["mode"] == "timing":
@@ -827,13 +832,11 @@ def verdict_pass(
                 payloads[program.id] = peer.convert(program)
             except NotApplicable as reason:
                 na[program.id] = str(reason)
-    job = {
-        "peer": peer.name, "mode": "verdicts", "workers": env["workers"], "rounds": 1,
-        "batches": [
-            {"name": name, "items": [{"id": p.id, "payload": payloads[p.id]} for p in programs if p.id in payloads]}
-            for name, programs in batches
-        ],
-    }  # fmt: skip
+    job_batches = [
+        {"name": name, "items": [{"id": p.id, "payload": payloads[p.id]} for p in part]}
+        for name, part in ((name, [p for p in ps if p.id in payloads]) for name, ps in batches)
+    ]
+    job = {"peer": peer.name, "mode": "verdicts", "workers": env["workers"], "batches": job_batches}
     place = Place.make(env["base"], f"{peer.name}-verdicts")
     before = set(process_table())
     run, sid = run_worker(job, place, f"{env['token']}-{peer.name}", env["program_timeout"])
@@ -854,9 +857,13 @@ def timing_pass(
 ) -> dict[str, Any]:
     items = [{"id": p.id, "payload": peer.convert(p)} for p in programs]
     job = {
-        "peer": peer.name, "mode": "timing", "workers": env["workers"], "rounds": env["rounds"],
-        "min_seconds": env["min_seconds"], "batches": [{"name": "timing", "items": items}],
-    }  # fmt: skip
+        "peer": peer.name,
+        "mode": "timing",
+        "workers": env["workers"],
+        "rounds": env["rounds"],
+        "min_seconds": env["min_seconds"],
+        "batches": [{"name": "timing", "items": items}],
+    }
     place = Place.make(env["base"], f"{peer.name}-timing-load{load}")
     deadline = env["program_timeout"] * (1 + env["rounds"])  # per program, warm-up included
     run, _ = run_worker(job, place, f"{env['token']}-{peer.name}", deadline)
@@ -980,10 +987,17 @@ def print_effects_and_speed(report: dict[str, Any], peers: list[str]) -> None:
     for name, peer in report["peers"].items():
         if "skipped" in peer:
             print(f"skipped {name}: {peer['skipped']}")
-        for death in peer.get("deaths", []):
-            print(f"{name}: {death[:200]}")
+        deaths = peer.get("deaths", [])
+        for death in sorted(set(deaths), key=deaths.index):
+            times = deaths.count(death)
+            print(f"{name}: {death[:200]}" + (f" ({times} times)" if times > 1 else ""))
+    during = ", ".join(
+        f"{value:.2f} after the load {load} pass"
+        for load, value in report["load_avg_1min_at_load"].items()
+    )
     print(
-        f"\n1-min load average at the start: {report['load_avg_1min']:.2f}; {report['seconds']:.0f} s in all"
+        f"\n1-min load average: {report['load_avg_1min']:.2f} at the start, {during}; "
+        f"{report['seconds']:.0f} s in all"
     )
 
 
@@ -1069,43 +1083,70 @@ def machine_load(processes: int) -> Iterator[None]:
         yield
 
 
+def available_peers(names: list[str], report: dict[str, Any]) -> list[Peer]:
+    peers = []
+    for name in names:
+        reason = unavailable(PEERS[name])
+        if reason is None:
+            peers.append(PEERS[name])
+        else:
+            report["peers"][name] = {"skipped": reason}
+    return peers
+
+
+def measure_speed(
+    peers: list[Peer], timed: list[Program], env: dict[str, Any], loads: list[int]
+) -> dict[str, Any]:
+    """Each peer's timing at each load; the 1-min load average at the end of each pass."""
+    timings: dict[str, dict[str, Any]] = {peer.name: {} for peer in peers}
+    load_avg = {}
+    for load in loads:
+        with machine_load(load):
+            for peer in peers:
+                print(f"[{peer.name}] timing at load {load}", file=sys.stderr)
+                timings[peer.name][str(load)] = timing_pass(peer, timed, env, load)
+            load_avg[str(load)] = os.getloadavg()[0]
+    return {"timings": timings, "load_avg_1min_at_load": load_avg}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started, token = time.monotonic(), uuid.uuid4().hex[:12]
     base = Path(tempfile.mkdtemp(prefix=f"corrgrpo-peers-{token}-"))
-    env = {"base": base, "token": token, "canary": base / "canary", "workers": args.workers,
-           "rounds": args.rounds, "min_seconds": args.min_seconds, "program_timeout": args.program_timeout}  # fmt: skip
+    env = {
+        "base": base,
+        "token": token,
+        "canary": base / "canary",
+        "workers": args.workers,
+        "rounds": args.rounds,
+        "min_seconds": args.min_seconds,
+        "program_timeout": args.program_timeout,
+    }
     env["canary"].mkdir()
-    report: dict[str, Any] = {"cpus": os.cpu_count(), "load_avg_1min": os.getloadavg()[0],
-                              "workers": args.workers, "min_seconds": args.min_seconds, "peers": {}}  # fmt: skip
+    report: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "load_avg_1min": os.getloadavg()[0],
+        "workers": args.workers,
+        "min_seconds": args.min_seconds,
+        "loads": [0] + ([args.load] if args.load else []),
+        "peers": {},
+    }
     try:
         batches = build_programs(args, token, env["canary"])
         programs = [p for _, part in batches for p in part]
-        peers = []
-        for name in args.peers:
-            reason = unavailable(PEERS[name])
-            if reason is None:
-                peers.append(PEERS[name])
-            else:
-                report["peers"][name] = {"skipped": reason}
+        peers = available_peers(args.peers, report)
         timed = timing_programs(args.timing_size, peers)
         report.update(programs=len(programs), timing_problems=len(timed) // 2)
         for peer in peers:
             print(f"[{peer.name}] verdicts on {len(programs)} programs", file=sys.stderr)
             result = verdict_pass(peer, batches, env)
-            result["summary"] = summarize(programs, result)
-            result["timing"] = {}
-            report["peers"][peer.name] = result
-        report["loads"] = [0] + ([args.load] if args.load else [])
-        for load in report["loads"]:
-            with machine_load(load):
-                for peer in peers:
-                    print(f"[{peer.name}] timing at load {load}", file=sys.stderr)
-                    report["peers"][peer.name]["timing"][str(load)] = timing_pass(
-                        peer, timed, env, load
-                    )
+            report["peers"][peer.name] = dict(result, summary=summarize(programs, result))
+        speed = measure_speed(peers, timed, env, report["loads"])
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    for peer in peers:
+        report["peers"][peer.name]["timing"] = speed["timings"][peer.name]
+    report.update(load_avg_1min_at_load=speed["load_avg_1min_at_load"])
     report["seconds"] = time.monotonic() - started
     report["programs_list"] = [
         {k: getattr(p, k) for k in ("id", "batch", "group", "problem", "family", "name", "kind")}
