@@ -66,12 +66,17 @@ a program that runs past ``--program-timeout`` is stopped and counted as hung.
 Speed: the reference and wrong answers of ``--timing-size`` HumanEval problems every peer can
 express, ``--workers`` at a time (threads around each peer's call; the pool's workers for
 corrgrpo), after a warm-up (corrgrpo's calibration runs there: once per problem in training);
-programs/s and CPU ms per program (the peer's process, its reaped children and its live
-descendants) at load 0 and with ``--load`` CPU-bound processes added.
+timed passes repeated for ``--rounds`` and at least ``--min-seconds``; programs/s and CPU ms
+per program (the peer's process, its reaped children and its live descendants) at load 0 and
+with ``--load`` CPU-bound processes added (``benchmarks/sandbox.py``'s ``cpu_load``).
+
+At the default size, the run in ``docs/code.md`` took 744 s on 2 cores, 492 s of them for
+bigcodebench's verdicts: its per-task timeout is at least 240 s, so each of its 20 programs
+that loop, end their own process or scan memory with ctypes waited ``--program-timeout`` (20 s).
 
     python benchmarks/code_reward_peers.py [--limit 6] [--hack-limit 1] [--families 1,5]
-        [--loops 1] [--timing-size 10] [--rounds 2] [--workers 2] [--load 2]
-        [--peers corrgrpo,prime_code,...] [--program-timeout 60] [--json out.json]
+        [--loops 1] [--timing-size 10] [--rounds 2] [--min-seconds 2] [--workers 2]
+        [--load 2] [--peers corrgrpo,prime_code,...] [--program-timeout 20] [--json out.json]
 """
 
 from __future__ import annotations
@@ -963,7 +968,7 @@ def print_effects_and_speed(report: dict[str, Any], peers: list[str]) -> None:
         print(
             f"{PEERS[name].label:<30}{sum(map(len, peer['program_files'].values())):>12}"
             f"{len(peer['harness_files']):>12}{peer['left_in_tmpdir']:>11}"
-            f"{len(peer['processes_left']):>11}  {', '.join(where)}"
+            f"{len(peer['processes_left']):>11}  {', '.join(where)}".rstrip()
         )
     loads = report["loads"]
     print(
