@@ -80,6 +80,11 @@ def _package_root() -> str:
     return os.path.dirname(os.path.dirname(here))
 
 
+def _switch_on(name: str) -> bool:
+    """An on/off setting from the environment: on unless set to 0, false or no."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "no")
+
+
 def _worker_environment() -> dict[str, str]:
     """A worker's whole environment (nothing of the caller's is inherited)."""
     return {
@@ -492,13 +497,8 @@ class SandboxPool:
         if workers is not None and (not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be a positive int, got {workers!r}")
         self.isolation, self.user_namespace = _resolve_isolation(isolation, user_namespace)
-        if warm_host is None:
-            setting = os.environ.get(WARM_HOST_ENV, "1").strip().lower()
-            warm_host = setting not in ("0", "false", "no")
-        self.warm_host = bool(warm_host)
-        if pin_cpus is None:
-            pin_cpus = os.environ.get(PIN_CPUS_ENV, "1").strip().lower() not in ("0", "false", "no")
-        self.pin_cpus = bool(pin_cpus)
+        self.warm_host = bool(_switch_on(WARM_HOST_ENV) if warm_host is None else warm_host)
+        self.pin_cpus = bool(_switch_on(PIN_CPUS_ENV) if pin_cpus is None else pin_cpus)
         self.size = workers or max(1, os.cpu_count() or 1)
         self._owner_pid = os.getpid()
         exposed = (
