@@ -467,22 +467,13 @@ class CheckerServer:
         return self.exit_status
 
 
-def pin_to_cpu(cpu: int) -> None:
-    """Run this process on ``cpu`` only; where that is not allowed (a cpuset without it), it
-    runs where it may: the pinning only makes calls cheaper."""
-    try:
-        os.sched_setaffinity(0, {cpu})
-    except OSError:
-        pass
-
-
 def _enter_server(sock: socket.socket, verdict_fd: int, cpu: int | None = None) -> NoReturn:
     """The forked server: only its socket and verdict pipe, prints to /dev/null, dies with
     the worker."""
     try:
         sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
         if cpu is not None:
-            pin_to_cpu(cpu)
+            sc.pin_to_cpu(cpu)
         keep = (sock.fileno(), verdict_fd)
         null = os.open(os.devnull, os.O_RDWR)
         for target in (0, 1, 2):

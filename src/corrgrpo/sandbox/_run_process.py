@@ -24,7 +24,6 @@ from typing import NoReturn
 
 from corrgrpo.sandbox import _harness
 from corrgrpo.sandbox import _syscalls as sc
-from corrgrpo.sandbox._checker import pin_to_cpu
 from corrgrpo.sandbox.cgroups import WorkerCgroups
 from corrgrpo.sandbox.isolation import setup_run_mounts
 from corrgrpo.sandbox.protocol import SETUP_FAILURE_EXIT, RunBody, RunHeader
@@ -101,7 +100,7 @@ def run_program(
         # the worker or the pool (process groups are not confined by the PID namespace).
         os.setsid()
         if "pin_cpu" in header:  # serving a checker: on its CPU, each call is a mere switch
-            pin_to_cpu(int(header["pin_cpu"]))
+            sc.pin_to_cpu(int(header["pin_cpu"]))
         _install_descriptors(body, fds, proxy_fds)
         _apply_rlimits(header, isolated, in_host)
         phases["limits"] = time.thread_time()

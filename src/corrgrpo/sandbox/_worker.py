@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from corrgrpo.sandbox import _harness, protocol
 from corrgrpo.sandbox import _syscalls as sc
-from corrgrpo.sandbox._checker import CheckerServer, pin_to_cpu
+from corrgrpo.sandbox._checker import CheckerServer
 from corrgrpo.sandbox._run_host import (
     HOST_CLONE_FLAGS,
     HostPipes,
@@ -772,7 +772,7 @@ def main(argv: list[str]) -> int:
             __import__(name)
         warm_up_harness()
         if config.get("pin_all") and worker.cpu is not None:
-            pin_to_cpu(worker.cpu)  # inherited by the run host, the checker and every program
+            sc.pin_to_cpu(worker.cpu)  # inherited by the run host, the checker and every program
         if config["isolation"] == "namespaces":
             if config.get("user_namespace"):
                 sc.enter_user_namespace(config["outer_uid"], config["outer_gid"])
