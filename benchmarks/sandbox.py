@@ -234,15 +234,28 @@ def cpu_load(processes: int) -> Iterator[None]:
             spinner.join()
 
 
+# Parts of a result's breakdown spent outside the run's own process (not in ``cpu_time_s``)
+OUTSIDE_THE_RUN = ("worker", "checker", "run host", "host reset")
+
+
+def outside_cpu_seconds(result: ExecutionResult) -> float:
+    """CPU the run host and the trusted checker spent on ``result`` (the worker is read
+    from /proc)."""
+    parts = result.cpu_breakdown_s
+    return sum(parts.get(name, 0.0) for name in ("checker", "run host", "host reset"))
+
+
 def breakdown(results: list[ExecutionResult]) -> dict[str, float]:
     """Mean CPU ms per program for each part the runs reported."""
     parts: dict[str, float] = {}
     for result in results:
-        steps = {k: v for k, v in result.cpu_breakdown_s.items() if k not in ("worker", "checker")}
+        steps = {k: v for k, v in result.cpu_breakdown_s.items() if k not in OUTSIDE_THE_RUN}
         for name, value in steps.items():
             parts[name] = parts.get(name, 0.0) + value
-        checker = result.cpu_breakdown_s.get("checker", 0.0)
-        parts["trusted checker"] = parts.get("trusted checker", 0.0) + checker
+        for name, label in (("checker", "trusted checker"), ("run host", "run host")):
+            parts[label] = parts.get(label, 0.0) + result.cpu_breakdown_s.get(name, 0.0)
+        if "host reset" in result.cpu_breakdown_s:
+            parts["host reset"] = parts.get("host reset", 0.0) + result.cpu_breakdown_s["host reset"]
         parts["exit and teardown"] = parts.get("exit and teardown", 0.0) + max(
             0.0, result.cpu_time_s - sum(steps.values())
         )
@@ -273,7 +286,7 @@ def _pool_report(
         "cpu_ms_per_program": (
             pool_cpu
             + worker_cpu
-            + sum(r.cpu_time_s + r.cpu_breakdown_s.get("checker", 0.0) for r in results)
+            + sum(r.cpu_time_s + outside_cpu_seconds(r) for r in results)
         )
         * per_program,
         "cpu_ms_breakdown": {
@@ -376,9 +389,7 @@ def measure_proxy(
             ways[way][0] += time.perf_counter() - started
             ways[way][1] += cpu_seconds(resource.RUSAGE_SELF) - before[0]
             ways[way][1] += worker_cpu_seconds(pool) - before[1]
-            ways[way][1] += sum(
-                r.cpu_time_s + r.cpu_breakdown_s.get("checker", 0.0) for r in results
-            )
+            ways[way][1] += sum(r.cpu_time_s + outside_cpu_seconds(r) for r in results)
             if way == "proxy":
                 calls += sum(r.test_calls for r in results)
                 passed += sum(r.passed for r in results)

@@ -395,7 +395,6 @@ def _receive_job(sock: socket.socket) -> tuple[bytes, float, tuple[int, int]] | 
 
 
 def _check_one(raw: bytes, cpu_limit: float, fds: tuple[int, int]) -> CheckerVerdict:
-    started = time.thread_time()
     try:
         verdict = check(json.loads(raw), fds[0], fds[1], cpu_limit)
     except BaseException as error:  # noqa: BLE001 - the verdict must always be written
@@ -406,7 +405,6 @@ def _check_one(raw: bytes, cpu_limit: float, fds: tuple[int, int]) -> CheckerVer
                 os.close(fd)
             except OSError:
                 pass
-    verdict["cpu"] = time.thread_time() - started
     return verdict
 
 
@@ -414,13 +412,19 @@ def serve_checks(sock: socket.socket, verdict_fd: int) -> NoReturn:
     """The checker server: one test at a time, from a fixed random state, then its verdict."""
     signal.signal(signal.SIGPROF, _TestTimer.on_signal)
     fresh_random = random.getstate()
+    # The server's CPU since its last verdict: receiving the test, running it and what the
+    # verdict costs (its own start, from the fork on, goes with its first test)
+    reported = 0.0
     try:
         for _ in range(CHECKS_PER_SERVER):
             job = _receive_job(sock)
             if job is None:
                 break
             random.setstate(fresh_random)  # every test starts as in a fresh process
-            send(verdict_fd, _check_one(*job))
+            verdict = _check_one(*job)
+            now = time.thread_time()
+            verdict["cpu"], reported = now - reported, now
+            send(verdict_fd, verdict)
     finally:
         os._exit(0)
 

@@ -68,6 +68,7 @@ class HostStatus(TypedDict):
     cpu: float  # CPU seconds of the program and everything it started
     maxrss_kb: int
     reset_cpu: float  # the host's CPU seconds for returning the namespaces to a fresh state
+    host_cpu: float  # all of the host's own CPU seconds since its last report (reset included)
     last: bool  # the host serves no further program (it served HOST_RUNS)
 
 
@@ -130,8 +131,9 @@ def read_request(fd: int, buffer: bytearray) -> tuple[RunHeader, int, bytearray]
     return header, body_len, buffer
 
 
-# status, cpu, reset_cpu, maxrss_kb, last: fixed size, far under PIPE_BUF (one write, one read)
-_STATUS = struct.Struct(">iddq?")
+# status, cpu, reset_cpu, host_cpu, maxrss_kb, last: fixed size, far under PIPE_BUF (one write,
+# one read)
+_STATUS = struct.Struct(">idddq?")
 
 
 def write_status(fd: int, status: HostStatus) -> None:
@@ -141,6 +143,7 @@ def write_status(fd: int, status: HostStatus) -> None:
             status["status"],
             status["cpu"],
             status["reset_cpu"],
+            status["host_cpu"],
             status["maxrss_kb"],
             status["last"],
         ),
@@ -155,12 +158,13 @@ def read_status(fd: int) -> HostStatus | None:
         return None
     if len(raw) != _STATUS.size:
         return None
-    status, cpu, reset_cpu, maxrss_kb, last = _STATUS.unpack(raw)
+    status, cpu, reset_cpu, host_cpu, maxrss_kb, last = _STATUS.unpack(raw)
     return {
         "status": status,
         "cpu": cpu,
         "maxrss_kb": maxrss_kb,
         "reset_cpu": reset_cpu,
+        "host_cpu": host_cpu,
         "last": last,
     }
 
@@ -191,6 +195,9 @@ def host_main(context: RunContext, pipes: HostPipes) -> NoReturn:
 
 def _serve(context: RunContext, pipes: HostPipes, scratch: _Scratch) -> None:
     buffer = bytearray(1 << 16)
+    # The host's CPU since its last report: receiving the request, the clone, waiting,
+    # reaping and resetting (its own start, from the clone on, goes with its first program)
+    reported = 0.0
     for served in range(1, HOST_RUNS + 1):
         request = read_request(pipes.command, buffer)
         if request is None:
@@ -208,6 +215,8 @@ def _serve(context: RunContext, pipes: HostPipes, scratch: _Scratch) -> None:
                 status["reset_cpu"] = time.thread_time() - reset_started
         finally:
             wipe(buffer, body_len)
+        now = time.thread_time()
+        status["host_cpu"], reported = now - reported, now
         write_status(pipes.status, status)
         if status["last"]:
             return
@@ -239,6 +248,7 @@ def _run_one(
         "cpu": cpu,
         "maxrss_kb": usage.ru_maxrss,
         "reset_cpu": 0.0,
+        "host_cpu": 0.0,
         "last": False,
     }
 

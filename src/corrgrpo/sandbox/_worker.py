@@ -543,6 +543,7 @@ class Worker:
                 "cpu": status["cpu"],
                 "maxrss_kb": status["maxrss_kb"],
                 "host_reset_cpu": status["reset_cpu"],
+                "host_cpu": status["host_cpu"],
             }
         summary = self._summarize(header, watch, streams, exit_info, kill_time)
         if status is None or summary["killed"] is not None or status["last"]:

@@ -203,6 +203,7 @@ class RunSummary(TypedDict, total=False):
     host_pid: int | None  # the warm run host kept for the next run (not a process of this run)
     checker_pid: int | None  # the worker's checker server (not a process of any run)
     host_reset_cpu: float  # the host's CPU seconds for returning its namespaces to a fresh state
+    host_cpu: float  # all of the host's CPU seconds for this run (its reset included)
     checker: CheckerExit  # assert mode: how the trusted checker process ended
     harness_error: str
 

@@ -262,9 +262,13 @@ class ExecutionResult:
     signal: int | None = None
     kill_overshoot_s: float | None = None  # how far past the limit the kill landed (timeouts)
     tag: Any = None
-    # Where the CPU went (seconds): the run's setup steps as it reported them (``cgroups``,
-    # ``body``, ``mounts``, ``limits``, ``privileges``, ``reset``), ``program`` (running the program and
-    # its tests) and ``worker`` (the zygote's own work for this run). Informational only.
+    # Where the CPU went (seconds): the run's setup steps as it reported them (``cgroups`` or
+    # ``start``, ``body``, ``mounts``, ``limits``, ``privileges``, ``reset``), ``program``
+    # (running the program and its tests), ``worker`` (the worker's own work for this run),
+    # in a warm run host ``run host`` (receiving the request, the clone, waiting, reaping) and
+    # ``host reset`` (returning its namespaces to a fresh state), and in assert mode
+    # ``checker`` (the trusted checker process). Only the run's own steps are part of
+    # ``cpu_time_s``. Informational only.
     cpu_breakdown_s: dict[str, float] = field(default_factory=dict)
     # assert mode: calls the trusted test made, and the slowest one's CPU seconds
     test_calls: int = 0
