@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
+import pytest
 from sandbox_helpers import require_capability
 
-from corrgrpo.sandbox import namespaces_available
+from corrgrpo.sandbox import ExecutionResult, namespaces_available
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,9 +47,15 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
     assert report["loops"]["ours_loops_timed_out"] == 1
     assert report["loaded"]["verdict_agreement"] == 1.0 and report["loaded"]["load_processes"] == 1
     parts = report["idle"]["ours_cpu_ms_breakdown"]
-    assert {"pool process", "worker", "start", "program", "host reset", "exit and teardown"} <= set(
-        parts
-    )
+    assert {
+        "pool process",
+        "worker",
+        "start",
+        "program",
+        "run host",
+        "host reset",
+        "exit and teardown",
+    } <= set(parts)
     assert "our CPU ms per program" in completed.stdout
     # The pool without warm run hosts ran the same programs, with the same verdicts.
     fresh = report["idle"]["fresh"]
@@ -100,3 +109,33 @@ def test_fork_floor_serves_batches_of_programs() -> None:
     assert completed.returncode == 0, completed.stderr[-2000:]
     answers = [json.loads(line) for line in completed.stdout.splitlines()]
     assert len(answers) == 2 and all(answer["cpu_s"] > 0 for answer in answers)
+
+
+def _benchmark_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "sandbox_benchmark", ROOT / "benchmarks" / "sandbox.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("host_counted", [True, False])
+def test_the_run_hosts_work_is_counted_once(host_counted: bool) -> None:
+    """With cgroups a run's ``cpu_time_s`` already holds its run host's work; without, the
+    host's report is added next to it. Either way it is counted once, and the run's own
+    start and exit is what is left of ``cpu_time_s``."""
+    bench = _benchmark_module()
+    parts = {"start": 0.1, "program": 1.0, "run host": 0.4, "host reset": 0.05, "checker": 0.2}
+    own = 0.1 + 1.0 + 0.3  # the steps it reported, then its start and exit (0.3)
+    cpu = own + (0.45 if host_counted else 0.0)
+    result = ExecutionResult(status="passed", mode="calls", cpu_time_s=cpu, cpu_breakdown_s=parts)
+    assert bench.beyond_cpu_time(result, host_counted) == pytest.approx(
+        0.2 if host_counted else 0.65
+    )
+    shown = bench.breakdown([result], host_counted)
+    assert shown["exit and teardown"] == pytest.approx(300.0)
+    assert shown["run host"] == pytest.approx(400.0) and shown["trusted checker"] == 200.0
+    total = cpu + bench.beyond_cpu_time(result, host_counted)
+    assert total == pytest.approx(own + 0.45 + 0.2)  # the same whether cgroups counted the host
