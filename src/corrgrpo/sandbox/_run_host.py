@@ -69,6 +69,7 @@ class HostStatus(TypedDict):
     maxrss_kb: int
     reset_cpu: float  # the host's CPU seconds for returning the namespaces to a fresh state
     host_cpu: float  # all of the host's own CPU seconds since its last report (reset included)
+    fork_cpu: float  # of it, the fork of the program's process (copying the page tables)
     last: bool  # the host serves no further program (it served HOST_RUNS)
 
 
@@ -131,9 +132,9 @@ def read_request(fd: int, buffer: bytearray) -> tuple[RunHeader, int, bytearray]
     return header, body_len, buffer
 
 
-# status, cpu, reset_cpu, host_cpu, maxrss_kb, last: fixed size, far under PIPE_BUF (one write,
-# one read)
-_STATUS = struct.Struct(">idddq?")
+# status, cpu, reset_cpu, host_cpu, fork_cpu, maxrss_kb, last: fixed size, far under PIPE_BUF
+# (one write, one read)
+_STATUS = struct.Struct(">iddddq?")
 
 
 def write_status(fd: int, status: HostStatus) -> None:
@@ -144,6 +145,7 @@ def write_status(fd: int, status: HostStatus) -> None:
             status["cpu"],
             status["reset_cpu"],
             status["host_cpu"],
+            status["fork_cpu"],
             status["maxrss_kb"],
             status["last"],
         ),
@@ -158,13 +160,14 @@ def read_status(fd: int) -> HostStatus | None:
         return None
     if len(raw) != _STATUS.size:
         return None
-    status, cpu, reset_cpu, host_cpu, maxrss_kb, last = _STATUS.unpack(raw)
+    status, cpu, reset_cpu, host_cpu, fork_cpu, maxrss_kb, last = _STATUS.unpack(raw)
     return {
         "status": status,
         "cpu": cpu,
         "maxrss_kb": maxrss_kb,
         "reset_cpu": reset_cpu,
         "host_cpu": host_cpu,
+        "fork_cpu": fork_cpu,
         "last": last,
     }
 
@@ -233,9 +236,11 @@ def _run_one(
         proxy_fds = (move_high(fds[0]), move_high(fds[1]))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
+        fork_started = time.thread_time()
         child = sc.clone_process(0)
         if child == 0:
             run_program(context, header, bytes(body), pipes.outputs, True, proxy_fds)
+        fork_cpu = time.thread_time() - fork_started
     finally:
         for fd in proxy_fds or ():
             os.close(fd)  # only the program may hold them: their end is the program's end
@@ -249,6 +254,7 @@ def _run_one(
         "maxrss_kb": usage.ru_maxrss,
         "reset_cpu": 0.0,
         "host_cpu": 0.0,
+        "fork_cpu": fork_cpu,
         "last": False,
     }
 

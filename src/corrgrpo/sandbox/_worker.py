@@ -544,6 +544,7 @@ class Worker:
                 "maxrss_kb": status["maxrss_kb"],
                 "host_reset_cpu": status["reset_cpu"],
                 "host_cpu": status["host_cpu"],
+                "host_fork_cpu": status["fork_cpu"],
             }
         summary = self._summarize(header, watch, streams, exit_info, kill_time)
         if status is None or summary["killed"] is not None or status["last"]:

@@ -213,9 +213,10 @@ def _cpu_breakdown(records: list[Record], summary: RunSummary) -> dict[str, floa
     reset = summary.get("host_reset_cpu")
     if isinstance(reset, (int, float)):
         breakdown["host reset"] = float(reset)
-        host = summary.get("host_cpu")
-        if isinstance(host, (int, float)):
-            breakdown["run host"] = max(0.0, float(host) - float(reset))
+        host, fork = summary.get("host_cpu"), summary.get("host_fork_cpu")
+        if isinstance(host, (int, float)) and isinstance(fork, (int, float)):
+            breakdown["fork"] = float(fork)
+            breakdown["run host"] = max(0.0, float(host) - float(reset) - float(fork))
     worker = summary.get("worker_cpu")
     if isinstance(worker, (int, float)):
         breakdown["worker"] = float(worker)

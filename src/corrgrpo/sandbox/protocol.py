@@ -204,6 +204,7 @@ class RunSummary(TypedDict, total=False):
     checker_pid: int | None  # the worker's checker server (not a process of any run)
     host_reset_cpu: float  # the host's CPU seconds for returning its namespaces to a fresh state
     host_cpu: float  # all of the host's CPU seconds for this run (its reset included)
+    host_fork_cpu: float  # of it, the fork of the program's process
     checker: CheckerExit  # assert mode: how the trusted checker process ended
     harness_error: str
 

@@ -265,8 +265,9 @@ class ExecutionResult:
     # Where the CPU went (seconds): the run's setup steps as it reported them (``cgroups`` or
     # ``start``, ``body``, ``mounts``, ``limits``, ``privileges``, ``reset``), ``program``
     # (running the program and its tests), ``worker`` (the worker's own work for this run),
-    # in a warm run host ``run host`` (receiving the request, the clone, waiting, reaping) and
-    # ``host reset`` (returning its namespaces to a fresh state), and in assert mode
+    # in a warm run host ``fork`` (the host's fork of the program's process), ``run host``
+    # (the rest of its work: receiving the request, waiting, reaping) and ``host reset``
+    # (returning its namespaces to a fresh state), and in assert mode
     # ``checker`` (the trusted checker process). Only the run's own steps are part of
     # ``cpu_time_s``. Informational only.
     cpu_breakdown_s: dict[str, float] = field(default_factory=dict)
