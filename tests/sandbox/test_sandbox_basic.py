@@ -148,6 +148,26 @@ def test_pool_recovers_when_workers_are_killed_mid_run() -> None:
             assert own.live_run_processes() == []
 
 
+def test_a_worker_lost_in_a_group_of_trusted_runs_loses_only_its_run() -> None:
+    """Identical dedicated requests wait for the worker that took the first of them; when it
+    fails, only its current run fails and the rest of its group runs on the restarted one."""
+    slow = ExecutionRequest(
+        program="import time\ntime.sleep(0.5)\nprint('ok')\n",
+        expected_stdout="ok\n",
+        dedicated_host=True,
+    )
+    with SandboxPool(workers=1) as own:
+        results: list[ExecutionResult] = []
+        runner = threading.Thread(target=lambda: results.extend(own.run([slow] * 3)))
+        runner.start()
+        time.sleep(0.25)
+        process = own._workers[0].process
+        assert process is not None
+        os.kill(process.pid, signal.SIGKILL)
+        runner.join(timeout=60)
+        assert [r.status for r in results] == ["harness_error", "passed", "passed"]
+
+
 def test_large_program_and_stdin(pool: SandboxPool) -> None:
     filler = "# " + "x" * 100 + "\n"
     program = (

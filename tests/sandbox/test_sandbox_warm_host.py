@@ -240,3 +240,51 @@ def test_the_run_host_reports_its_own_cpu_for_every_program() -> None:
     assert all(seconds > 0 for seconds in host), host
     assert all(r.cpu_breakdown_s["fork"] > 0 and "host reset" in r.cpu_breakdown_s for r in results)
     assert host[0] > max(host[1:]), host
+
+
+PID = "import os\nprint(os.getpid(), {tag!r})\n"
+
+
+def _pid_runs(pool: SandboxPool, requests: list[ExecutionRequest]) -> list[tuple[int, str]]:
+    """(PID in the run host's namespace, tag) of each run: a host's first program is PID 2,
+    and each program after it on the same host gets a higher one."""
+    results = pool.run(requests)
+    assert all(r.exit_code == 0 for r in results), [r.detail for r in results]
+    return [(int(pid), tag) for pid, tag in (r.stdout.split() for r in results)]
+
+
+def _dedicated(tag: str, dedicated: bool = True) -> ExecutionRequest:
+    program = PID.format(tag=tag)
+    return ExecutionRequest(
+        program=program, expected_stdout="(the PID is read)", dedicated_host=dedicated
+    )
+
+
+def test_identical_trusted_runs_share_one_host_that_serves_nothing_else() -> None:
+    """A reference's calibration runs (identical ``dedicated_host`` requests, one after the
+    other) run on one host in turn instead of a host each; the host serves no other program:
+    the next group and the next candidate each start on a fresh host."""
+    require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
+    with SandboxPool(workers=1, isolation="namespaces") as pool:
+        runs = _pid_runs(
+            pool,
+            [_dedicated("candidate", False)] * 2
+            + [_dedicated("reference")] * 4
+            + [_dedicated("other-reference")] * 3
+            + [_dedicated("candidate", False)] * 2,
+        )
+    pids = [pid for pid, _ in runs]
+    assert pids[:2] == [2, 3]  # candidates share the worker's warm host
+    first = pids[2]
+    assert pids[2:6] == [first, first + 1, first + 2, first + 3]  # one host for the group
+    assert pids[6:9] == [2, 3, 4]  # a fresh host for the next group
+    assert pids[9:] == [2, 3]  # and a fresh one for the candidates after it
+
+
+def test_groups_of_trusted_runs_stay_on_one_worker_each() -> None:
+    require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
+    with SandboxPool(workers=2, isolation="namespaces") as pool:
+        runs = _pid_runs(pool, [_dedicated(f"ref-{n}") for n in range(5) for _ in range(4)])
+    for n in range(5):
+        pids = [pid for pid, tag in runs if tag == f"ref-{n}"]
+        assert pids == list(range(pids[0], pids[0] + 4)), runs

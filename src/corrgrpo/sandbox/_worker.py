@@ -291,6 +291,7 @@ class Worker:
         self.warm_host = self.isolated and bool(config.get("warm_host", True))
         self.host: _RunHost | None = None
         self.host_error = ""  # why the last host start failed
+        self.host_group: str | None = None  # the dedicated group the current host is kept for
         self.checker: CheckerServer | None = None  # runs assert tests (started on first use)
 
     # -- framing ---------------------------------------------------------------------------
@@ -470,6 +471,9 @@ class Worker:
         self, header: RunHeader, program_len: int, pipes: _ProxyPipes | None = None
     ) -> RunSummary:
         """One run in the warm run host (started between runs, replaced after any stop)."""
+        if self.host_group is not None and header.get("dedicated") != self.host_group:
+            self._discard_host()  # kept for a group of trusted runs: it serves nothing else
+            self.start_idle_host()
         host = self.host
         if host is None:
             raise RuntimeError(f"the run host could not start: {self.host_error}")
@@ -494,7 +498,11 @@ class Worker:
             summary["oom_kills"] = self.cgroups.oom_kills() - oom_base
         summary["wall"] = time.monotonic() - started
         if header.get("dedicated"):
-            self._discard_host()  # a dedicated run's host serves no other program
+            # A dedicated run's host serves no program outside its group of identical runs
+            if header.get("keep_host") and self.host is not None:
+                self.host_group = header["dedicated"]
+            else:
+                self._discard_host()
         return summary
 
     def _start_host(self) -> _RunHost:
@@ -568,6 +576,7 @@ class Worker:
 
     def _discard_host(self) -> None:
         """Stop the host if it still runs, and close the worker's ends of its pipes."""
+        self.host_group = None
         if self.host is not None:
             self._stop_host()
             self.host.close()

@@ -105,9 +105,11 @@ class _Job:
     """One request on its way through a worker: its message, how much of it was written, its
     deadline (once the worker starts it) and the output gathered so far."""
 
-    def __init__(self, position: int, request: ExecutionRequest) -> None:
+    def __init__(
+        self, position: int, request: ExecutionRequest, host_group: str | None = None
+    ) -> None:
         self.position, self.request = position, request
-        header, body_raw = request_message(request)
+        header, body_raw = request_message(request, host_group)
         self.message = memoryview(b"".join(frame_request(header, body_raw)))
         self.sent = 0
         self.deadline = math.inf
@@ -332,10 +334,14 @@ def worker_cpu(index: int) -> int | None:
     return allowed[index % len(allowed)] if len(allowed) > 1 else None
 
 
-def request_message(request: ExecutionRequest) -> tuple[RunHeader, bytes]:
+def request_message(
+    request: ExecutionRequest, host_group: str | None = None
+) -> tuple[RunHeader, bytes]:
     """The header and body a worker gets for ``request``. The body is the :class:`RunBody`,
     marshalled; in assert mode it ends with the :class:`TrustedBody` (JSON,
-    ``header["trusted"]`` bytes) that only the checker reads."""
+    ``header["trusted"]`` bytes) that only the checker reads. ``host_group``: a dedicated
+    run's group of identical runs on the same worker, and whether more of them follow
+    (``"token"`` or ``"token+"``)."""
     header: RunHeader = {
         "cpu": float(request.cpu_time_limit_s),
         "wall": request.wall_limit,
@@ -346,7 +352,9 @@ def request_message(request: ExecutionRequest) -> tuple[RunHeader, bytes]:
         "nproc": int(request.processes_limit),
     }
     if request.dedicated_host:
-        header["dedicated"] = True
+        group = host_group or "single"
+        header["dedicated"] = group.rstrip("+")
+        header["keep_host"] = group.endswith("+")
     body: RunBody = {
         "mode": "stdio",
         "program": request.program,
@@ -600,16 +608,15 @@ class SandboxPool:
         batch = _Batch(requests, results, bar)
         workers = self._take_workers(len(requests), [])
         try:
-            while batch.pending or any(worker.jobs for worker in workers):
+            while batch.pending or any(worker.jobs or batch.reserved(worker) for worker in workers):
                 if batch.pending:  # workers another caller gave back meanwhile
                     workers += self._take_workers(len(batch.pending), workers, block=False)
                 for depth in range(1, _QUEUE_DEPTH + 1):  # a first request for each, then more
                     for worker in workers:
-                        if batch.pending and len(worker.jobs) < depth:
-                            position = batch.pending.popleft()
-                            self._submit(worker, _Job(position, requests[position]), batch)
+                        if len(worker.jobs) < depth and batch.has_work_for(worker):
+                            self._submit(worker, batch.next_job(worker), batch)
                 if not batch.pending:  # nothing left to hand out: free the idle ones now
-                    for worker in [w for w in workers if not w.jobs]:
+                    for worker in [w for w in workers if not w.jobs and not batch.reserved(w)]:
                         workers.remove(worker)
                         self._idle.put(worker)
                 self._wait(workers, batch)
@@ -685,7 +692,7 @@ class SandboxPool:
         logger.warning("sandbox worker %d failed (%s); restarting it", worker.index, error)
         head, *queued = worker.jobs
         worker.jobs.clear()
-        batch.pending.extendleft(job.position for job in reversed(queued))
+        batch.give_back(worker, [job.position for job in queued])
         self._restart(worker)
         batch.finish(head, _failed_run(worker, f"worker failure: {error}"))
 
@@ -715,6 +722,39 @@ class _Batch:
     ) -> None:
         self.requests, self.results, self.bar = requests, results, bar
         self.pending: collections.deque[int] = collections.deque(range(len(requests)))
+        # Identical dedicated requests that follow each other go to the worker that took the
+        # first of them, one after the other, so that they share one run host (a reference
+        # solution's calibration runs): per worker index, the positions it reserved
+        self._reserved: dict[int, collections.deque[int]] = {}
+        self._group: dict[int, str] = {}  # the reserved runs' group token, per worker index
+
+    def reserved(self, worker: _WorkerProcess) -> int:
+        return len(self._reserved.get(worker.index, ()))
+
+    def has_work_for(self, worker: _WorkerProcess) -> bool:
+        return bool(self.pending) or self.reserved(worker) > 0
+
+    def next_job(self, worker: _WorkerProcess) -> _Job:
+        """The worker's next request: the rest of its group first, else the next pending one
+        (reserving the identical dedicated requests right behind it)."""
+        mine = self._reserved.setdefault(worker.index, collections.deque())
+        if mine:
+            position = mine.popleft()
+        else:
+            position = self.pending.popleft()
+            request = self.requests[position]
+            if not request.dedicated_host:
+                return _Job(position, request)
+            while self.pending and self.requests[self.pending[0]] == request:
+                mine.append(self.pending.popleft())
+            self._group[worker.index] = os.urandom(8).hex()  # never another group's, any batch
+        group = self._group[worker.index] + ("+" if mine else "")
+        return _Job(position, self.requests[position], group)
+
+    def give_back(self, worker: _WorkerProcess, queued: list[int]) -> None:
+        """A failed worker's queued and reserved requests go back to the front, in order."""
+        back = queued + list(self._reserved.pop(worker.index, ()))
+        self.pending.extendleft(reversed(back))
 
     def finish(self, job: _Job, raw: RawRun) -> None:
         self.results[job.position] = judge(job.request, raw)
