@@ -3,12 +3,14 @@ nothing one program leaves behind may reach the next, and the host itself is out
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterator
 
 import pytest
 from sandbox_helpers import require_capability
 
 from corrgrpo.sandbox import (
+    CallTest,
     ExecutionRequest,
     ExecutionResult,
     SandboxPool,
@@ -288,3 +290,28 @@ def test_groups_of_trusted_runs_stay_on_one_worker_each() -> None:
     for n in range(5):
         pids = [pid for pid, tag in runs if tag == f"ref-{n}"]
         assert pids == list(range(pids[0], pids[0] + 4)), runs
+
+
+def test_a_fresh_hosts_start_is_not_its_first_programs_cpu() -> None:
+    """With cgroups a run's CPU is its group's: the worker takes the baseline once a newly
+    started host has finished its own start (mounts, /proc), so the first program on it (the
+    first calibration run of every reference) is not charged for it."""
+    require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
+
+    def request(tag: int, dedicated: bool) -> ExecutionRequest:
+        return ExecutionRequest(
+            program=f"def f(n):\n    return sum(range(n))\n# {tag}\n",
+            entry_point="f",
+            calls=[CallTest("candidate(1000)", 499500)],
+            dedicated_host=dedicated,
+        )
+
+    with SandboxPool(workers=1, isolation="namespaces") as pool:
+        require_capability(pool._workers[0].cgroups is not None, "cgroups (as root)")
+        warm = pool.run([request(0, False) for _ in range(15)])
+        # distinct trusted programs: each after the first starts on a host started for it
+        fresh = pool.run([request(tag, True) for tag in range(1, 16)])[1:]
+    assert {r.status for r in warm + fresh} == {"passed"}
+    on_fresh = statistics.median(r.cpu_time_s for r in fresh)
+    on_warm = statistics.median(r.cpu_time_s for r in warm)
+    assert on_fresh - on_warm < 0.75e-3, (on_fresh, on_warm)

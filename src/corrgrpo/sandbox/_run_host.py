@@ -132,6 +132,9 @@ def read_request(fd: int, buffer: bytearray) -> tuple[RunHeader, int, bytearray]
     return header, body_len, buffer
 
 
+# Written once, when the host's own start is over: the worker takes a run's CPU baseline after
+# it, so that none of the start (charged to the worker's cgroups) counts as the program's.
+HOST_READY = b"R"
 # status, cpu, reset_cpu, host_cpu, fork_cpu, maxrss_kb, last: fixed size, far under PIPE_BUF
 # (one write, one read)
 _STATUS = struct.Struct(">iddddq?")
@@ -190,6 +193,7 @@ def host_main(context: RunContext, pipes: HostPipes) -> NoReturn:
         report_setup_failure(pipes.outputs[2], error)
         os._exit(SETUP_FAILURE_EXIT)
     try:
+        write_all(pipes.status, HOST_READY)
         _serve(context, pipes, scratch)
     except BaseException:
         os._exit(SETUP_FAILURE_EXIT)

@@ -40,6 +40,7 @@ from corrgrpo.sandbox import _syscalls as sc
 from corrgrpo.sandbox._checker import CheckerServer
 from corrgrpo.sandbox._run_host import (
     HOST_CLONE_FLAGS,
+    HOST_READY,
     HostPipes,
     HostStatus,
     host_main,
@@ -211,6 +212,22 @@ class _RunHost:
     outputs: tuple[int, int, int]  # read ends of the programs' stdout, stderr, result channel
     descriptors: socket.socket  # passes a program's checker pipes to the host
     exit: RunSummary | None = None  # how the host ended, once it was reaped
+    ready: bool = False  # its own start is over (it wrote HOST_READY)
+
+    def await_start(self, timeout: float) -> bool:
+        """Wait until the host's own start is over (or it died in it: the run then reports
+        why); False if it is still starting after ``timeout`` seconds."""
+        if self.ready:
+            return True
+        poller = select.poll()
+        for fd in (self.status, self.pidfd):
+            poller.register(fd, select.POLLIN)
+        poller.poll(max(0, math.ceil(timeout * 1000)))
+        try:
+            self.ready = os.read(self.status, len(HOST_READY)) == HOST_READY
+        except BlockingIOError:
+            return False
+        return True
 
     def read_status(self) -> HostStatus | None:
         """The host's report of the program that just ended; None if the host died instead."""
@@ -477,6 +494,9 @@ class Worker:
         host = self.host
         if host is None:
             raise RuntimeError(f"the run host could not start: {self.host_error}")
+        if not host.await_start(float(header["wall"])):  # its start is not the program's CPU
+            self._discard_host()
+            raise RuntimeError(f"the run host did not start within {header['wall']:g} s")
         cpu_base, oom_base = self._prepare_cgroups(header)
         started = time.monotonic()
         body = memoryview(self.body)[:program_len]
