@@ -60,7 +60,8 @@ class ReferenceTiming:
 def problem_key(row: dict[str, Any], runs: int, limit_s: float | None = None) -> str:
     """Hash of what a reference measurement depends on (``limit_s``: its CPU limit)."""
     parts = {
-        "format": 3,
+        # 4: a run on a freshly started host no longer counts part of the host's own start
+        "format": 4,
         "limit_s": limit_s,
         "preamble": row.get("preamble", ""),
         "reference": row.get("reference", ""),
