@@ -97,3 +97,21 @@ def test_processes_agree_on_the_first_process_folder_name(tmp_path: Path) -> Non
     result = torchrun_two_processes(tmp_path, str(script))
     lines = sorted(line for line in result.stdout.splitlines() if line.startswith("rank "))
     assert lines == ["rank 0 -> rank0-candidate", "rank 1 -> rank0-candidate"]
+
+
+LEAVE_SCRIPT = """
+import torch.distributed as dist
+from corrgrpo.cli import main
+dist.init_process_group("gloo")
+status = main(["models", "list"])
+print(f"status {status}, still in the group: {dist.is_initialized()}", flush=True)
+"""
+
+
+def test_a_command_leaves_the_process_group_when_it_ends(tmp_path: Path) -> None:
+    """A process that ends inside the group can abort at exit (Gloo's threads outlive the
+    interpreter): every command leaves it once it is done."""
+    script = tmp_path / "leave.py"
+    script.write_text(LEAVE_SCRIPT)
+    result = torchrun_two_processes(tmp_path, str(script))
+    assert result.stdout.count("status 0, still in the group: False") == 2, result.stdout

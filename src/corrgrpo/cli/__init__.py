@@ -109,6 +109,20 @@ def _closed_pipe() -> int:
     return CLOSED_PIPE_STATUS
 
 
+def _leave_process_group() -> None:
+    """Under torchrun each process leaves the process group once its command is done.
+
+    Otherwise the group is torn down with the interpreter, and Gloo's worker threads can then
+    still hold tensors whose release needs the interpreter: the process aborts (SIGABRT,
+    "terminate called without an active exception") and torchrun reports the run as failed.
+    Only after a command ended normally: a process that stops in an error may leave the others
+    in a collective operation. torch is not imported for it.
+    """
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
@@ -118,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = _prefix(argv)
     try:
         status = _run(argv)
+        _leave_process_group()
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return status
     except BrokenPipeError:
