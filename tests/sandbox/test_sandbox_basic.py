@@ -149,7 +149,7 @@ def test_pool_recovers_when_workers_are_killed_mid_run() -> None:
 
 
 def test_a_worker_lost_in_a_group_of_trusted_runs_loses_only_its_run() -> None:
-    """Identical dedicated requests wait for the worker that took the first of them; when it
+    """Dedicated requests of one program wait for the worker that took the first of them; when it
     fails, only its current run fails and the rest of its group runs on the restarted one."""
     slow = ExecutionRequest(
         program="import time\ntime.sleep(0.5)\nprint('ok')\n",

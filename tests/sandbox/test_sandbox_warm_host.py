@@ -283,6 +283,27 @@ def test_identical_trusted_runs_share_one_host_that_serves_nothing_else() -> Non
     assert pids[9:] == [2, 3]  # and a fresh one for the candidates after it
 
 
+class _Label:
+    """A caller's tag that refuses to be compared (as a NumPy array would)."""
+
+    def __eq__(self, other: object) -> bool:
+        raise TypeError("not comparable")
+
+    __hash__ = object.__hash__
+
+
+def test_trusted_runs_are_grouped_by_their_program_not_their_tags() -> None:
+    require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
+    program = PID.format(tag="reference")
+    requests = [
+        ExecutionRequest(program=program, expected_stdout="-", dedicated_host=True, tag=_Label())
+        for _ in range(3)
+    ]
+    with SandboxPool(workers=1, isolation="namespaces") as pool:
+        pids = [pid for pid, _ in _pid_runs(pool, requests)]
+    assert pids == [pids[0], pids[0] + 1, pids[0] + 2]
+
+
 def test_groups_of_trusted_runs_stay_on_one_worker_each() -> None:
     require_capability(namespaces_available(), "Linux namespaces (root, or user namespaces)")
     with SandboxPool(workers=2, isolation="namespaces") as pool:

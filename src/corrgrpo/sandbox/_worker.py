@@ -518,7 +518,7 @@ class Worker:
             summary["oom_kills"] = self.cgroups.oom_kills() - oom_base
         summary["wall"] = time.monotonic() - started
         if header.get("dedicated"):
-            # A dedicated run's host serves no program outside its group of identical runs
+            # A dedicated run's host serves no program outside its group (runs of its program)
             if header.get("keep_host") and self.host is not None:
                 self.host_group = header["dedicated"]
             else:

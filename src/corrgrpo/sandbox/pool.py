@@ -340,7 +340,7 @@ def request_message(
     """The header and body a worker gets for ``request``. The body is the :class:`RunBody`,
     marshalled; in assert mode it ends with the :class:`TrustedBody` (JSON,
     ``header["trusted"]`` bytes) that only the checker reads. ``host_group``: a dedicated
-    run's group of identical runs on the same worker, and whether more of them follow
+    run's group (runs of the same program on the same worker), and whether more of them follow
     (``"token"`` or ``"token+"``)."""
     header: RunHeader = {
         "cpu": float(request.cpu_time_limit_s),
@@ -711,6 +711,11 @@ def _failed_run(worker: _WorkerProcess, why: str) -> RawRun:
     return RawRun(b"", b"", b"", {"harness_error": why}, worker.isolated)
 
 
+def _same_trusted_program(request: ExecutionRequest, first: ExecutionRequest) -> bool:
+    """May ``request`` run on the host of ``first``, a dedicated run (the same program)?"""
+    return request.dedicated_host and request.program == first.program
+
+
 class _Batch:
     """The requests of one :meth:`SandboxPool.run` call: which wait, and the results so far."""
 
@@ -722,9 +727,9 @@ class _Batch:
     ) -> None:
         self.requests, self.results, self.bar = requests, results, bar
         self.pending: collections.deque[int] = collections.deque(range(len(requests)))
-        # Identical dedicated requests that follow each other go to the worker that took the
-        # first of them, one after the other, so that they share one run host (a reference
-        # solution's calibration runs): per worker index, the positions it reserved
+        # Dedicated requests of the same program that follow each other go to the worker that
+        # took the first of them, one after the other, so that they share one run host (a
+        # reference solution's calibration runs): per worker index, the positions it reserved
         self._reserved: dict[int, collections.deque[int]] = {}
         self._group: dict[int, str] = {}  # the reserved runs' group token, per worker index
 
@@ -736,7 +741,7 @@ class _Batch:
 
     def next_job(self, worker: _WorkerProcess) -> _Job:
         """The worker's next request: the rest of its group first, else the next pending one
-        (reserving the identical dedicated requests right behind it)."""
+        (reserving the dedicated requests of the same program right behind it)."""
         mine = self._reserved.setdefault(worker.index, collections.deque())
         if mine:
             position = mine.popleft()
@@ -745,7 +750,7 @@ class _Batch:
             request = self.requests[position]
             if not request.dedicated_host:
                 return _Job(position, request)
-            while self.pending and self.requests[self.pending[0]] == request:
+            while self.pending and _same_trusted_program(self.requests[self.pending[0]], request):
                 mine.append(self.pending.popleft())
             self._group[worker.index] = os.urandom(8).hex()  # never another group's, any batch
         group = self._group[worker.index] + ("+" if mine else "")

@@ -92,7 +92,7 @@ class RunHeader(TypedDict, total=False):
     scratch: str  # rlimits-only mode: the run's working directory on the host
     trusted: int  # bytes at the end of the body that only the checker reads (assert mode)
     check_cpu: float  # CPU seconds of the checker process (assert mode)
-    # a trusted run (dedicated_host): the group of identical runs it belongs to; the host
+    # a trusted run (dedicated_host): the group of runs of its program it belongs to; the host
     # that serves it serves no program outside the group and is stopped after the group
     dedicated: str
     keep_host: bool  # more runs of the same group follow on this worker: keep its host

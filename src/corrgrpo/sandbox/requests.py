@@ -116,8 +116,8 @@ class ExecutionRequest:
 
     ``dedicated_host``: run on a run host that serves no other program after it and is then
     stopped (for trusted programs such as reference solutions, so that no byte of them is ever
-    near a candidate). Identical dedicated requests that follow each other in one batch (a
-    reference's calibration runs) run in turn on one such host.
+    near a candidate). Dedicated requests of the same program that follow each other in one
+    batch (a reference's calibration runs) run in turn on one such host.
 
     ``program`` is the complete source (preamble + candidate code). Limits: CPU seconds for the
     whole run (the verdict), per call in call mode (``call_cpu_limit_s``, or each test's own
