@@ -410,6 +410,7 @@ def measure_proxy(
     inside the sandbox, alternating: the cost of the proxy's round trips."""
     subset = [p for p in problems if _converted(p["test"]) is None]
     ways: dict[str, list[float]] = {"proxy": [0.0, 0.0], "in_sandbox": [0.0, 0.0]}
+    counted = host_in_cpu_time(pool)
     calls = passed = 0
     for round_index in range(rounds):
         order = ["proxy", "in_sandbox"][:: 1 if round_index % 2 == 0 else -1]
@@ -423,7 +424,6 @@ def measure_proxy(
             ways[way][0] += time.perf_counter() - started
             ways[way][1] += cpu_seconds(resource.RUSAGE_SELF) - before[0]
             ways[way][1] += worker_cpu_seconds(pool) - before[1]
-            counted = host_in_cpu_time(pool)
             ways[way][1] += sum(r.cpu_time_s + beyond_cpu_time(r, counted) for r in results)
             if way == "proxy":
                 calls += sum(r.test_calls for r in results)

@@ -106,10 +106,14 @@ class _Job:
     deadline (once the worker starts it) and the output gathered so far."""
 
     def __init__(
-        self, position: int, request: ExecutionRequest, host_group: str | None = None
+        self,
+        position: int,
+        request: ExecutionRequest,
+        host_group: str | None = None,
+        keep_host: bool = False,
     ) -> None:
         self.position, self.request = position, request
-        header, body_raw = request_message(request, host_group)
+        header, body_raw = request_message(request, host_group, keep_host)
         self.message = memoryview(b"".join(frame_request(header, body_raw)))
         self.sent = 0
         self.deadline = math.inf
@@ -335,13 +339,13 @@ def worker_cpu(index: int) -> int | None:
 
 
 def request_message(
-    request: ExecutionRequest, host_group: str | None = None
+    request: ExecutionRequest, host_group: str | None = None, keep_host: bool = False
 ) -> tuple[RunHeader, bytes]:
     """The header and body a worker gets for ``request``. The body is the :class:`RunBody`,
     marshalled; in assert mode it ends with the :class:`TrustedBody` (JSON,
     ``header["trusted"]`` bytes) that only the checker reads. ``host_group``: a dedicated
-    run's group (runs of the same program on the same worker), and whether more of them follow
-    (``"token"`` or ``"token+"``)."""
+    run's group (runs of the same program on the same worker); ``keep_host``: more of them
+    follow."""
     header: RunHeader = {
         "cpu": float(request.cpu_time_limit_s),
         "wall": request.wall_limit,
@@ -352,9 +356,8 @@ def request_message(
         "nproc": int(request.processes_limit),
     }
     if request.dedicated_host:
-        group = host_group or "single"
-        header["dedicated"] = group.rstrip("+")
-        header["keep_host"] = group.endswith("+")
+        header["dedicated"] = host_group or "single"
+        header["keep_host"] = keep_host
     body: RunBody = {
         "mode": "stdio",
         "program": request.program,
@@ -753,8 +756,7 @@ class _Batch:
             while self.pending and _same_trusted_program(self.requests[self.pending[0]], request):
                 mine.append(self.pending.popleft())
             self._group[worker.index] = os.urandom(8).hex()  # never another group's, any batch
-        group = self._group[worker.index] + ("+" if mine else "")
-        return _Job(position, self.requests[position], group)
+        return _Job(position, self.requests[position], self._group[worker.index], bool(mine))
 
     def give_back(self, worker: _WorkerProcess, queued: list[int]) -> None:
         """A failed worker's queued and reserved requests go back to the front, in order."""
